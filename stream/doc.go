@@ -1,0 +1,25 @@
+// Package stream is the Strata Stream contract: the types and rules every
+// storage driver implements and every host (a broker, the conformance suite,
+// the CLI) programs against.
+//
+// A Store is one backend namespace. It creates, opens, deletes and lists
+// streams. A Stream is an append-only sequence of batches; each batch
+// occupies Count logical offsets starting at the base offset the stream
+// assigns. Offsets start at 0 and never repeat or leave gaps.
+//
+// Writers open a stream with an epoch. An open fences every older session:
+// holders of a lower epoch, and an earlier open of the same epoch. A fenced
+// session's later appends and trims fail with ErrFenced. Appends are
+// pipelined: Append returns an AppendFuture at once; offsets are assigned in
+// call order, futures complete in that order, and a completed future means the
+// batch is durable on the backend. If one append fails, every later append
+// that was in flight fails too, so an acknowledged log never has a gap.
+//
+// Errors are the sentinel values of this package (ErrFenced,
+// ErrOffsetOutOfRange, ...), matched with errors.Is. Drivers wrap them with
+// messages that name the stream, offset and backend object involved.
+//
+// This package holds no driver and does no I/O. Drivers live under
+// drivers/, the out-of-process transport under stream/plugin, and the
+// portable engine for object-like stores under stream/chunked.
+package stream
