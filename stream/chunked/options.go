@@ -1,0 +1,116 @@
+package chunked
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// Options configure the engine. The zero value of every field means a
+// sensible default (see the constants below).
+type Options struct {
+	// Driver and Version are reported in Info.
+	Driver, Version string
+	// MaxBatchBytes is the largest Batch.Size accepted
+	// (default stream.DefaultMaxBatchBytes).
+	MaxBatchBytes int
+	// MaxProperties is the most properties a batch may carry
+	// (default stream.DefaultMaxProperties; negative: none allowed).
+	MaxProperties int
+	// MaxFetchBytes is Info.MaxFetchBytes (default stream.DefaultMaxFetchBytes).
+	MaxFetchBytes int
+	// Linger is how long an append waits for others to share its chunk
+	// (group commit). 0 means no waiting: a chunk is cut as soon as a put
+	// slot is free, taking whatever has queued meanwhile.
+	Linger time.Duration
+	// MaxChunkBytes is the byte threshold of group commit: a chunk is cut
+	// when the queued batches reach it (default DefaultMaxChunkBytes). A
+	// single batch larger than it becomes a chunk of its own.
+	MaxChunkBytes int
+	// MaxInflightChunks is how many chunk puts of one stream may be in
+	// flight at once (default DefaultMaxInflightChunks).
+	MaxInflightChunks int
+	// CacheBytes bounds each stream's cache of recent chunks
+	// (default DefaultCacheBytes; negative: no cache).
+	CacheBytes int64
+	// OpTimeout bounds every single Storage call (default DefaultOpTimeout).
+	// A put that times out has an unknown outcome and is handled as such;
+	// the append it carries fails with ErrUnavailable.
+	OpTimeout time.Duration
+	// Durable is reported as Info.Durable and Info.SharedNamespace: true
+	// when the Storage is durable and shared (every real backend), false
+	// for NewMemStorage.
+	Durable bool
+	// Logger receives the engine's structured logs (default: discard).
+	Logger *slog.Logger
+	// NewID returns unique ids for incarnations and put ids (default:
+	// random UUIDs). Tests set it for determinism.
+	NewID func() string
+	// Now returns the wall clock in ms for diagnostics (default time.Now).
+	// It never decides correctness.
+	Now func() time.Time
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxChunkBytes     = 4 << 20
+	DefaultMaxInflightChunks = 4
+	DefaultCacheBytes        = 32 << 20
+	DefaultOpTimeout         = 10 * time.Second
+)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Driver == "" {
+		o.Driver = "chunked"
+	}
+	if o.MaxBatchBytes == 0 {
+		o.MaxBatchBytes = stream.DefaultMaxBatchBytes
+	}
+	switch {
+	case o.MaxProperties == 0:
+		o.MaxProperties = stream.DefaultMaxProperties
+	case o.MaxProperties < 0:
+		o.MaxProperties = 0
+	}
+	if o.MaxFetchBytes == 0 {
+		o.MaxFetchBytes = stream.DefaultMaxFetchBytes
+	}
+	if o.MaxChunkBytes == 0 {
+		o.MaxChunkBytes = DefaultMaxChunkBytes
+	}
+	if o.MaxInflightChunks == 0 {
+		o.MaxInflightChunks = DefaultMaxInflightChunks
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.OpTimeout == 0 {
+		o.OpTimeout = DefaultOpTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.NewID == nil {
+		o.NewID = randomID
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch {
+	case o.MaxBatchBytes < 0:
+		return o, fmt.Errorf("%w: chunked.Options.MaxBatchBytes %d < 0", stream.ErrInvalidArgument, o.MaxBatchBytes)
+	case o.MaxFetchBytes < 0:
+		return o, fmt.Errorf("%w: chunked.Options.MaxFetchBytes %d < 0", stream.ErrInvalidArgument, o.MaxFetchBytes)
+	case o.Linger < 0:
+		return o, fmt.Errorf("%w: chunked.Options.Linger %v < 0", stream.ErrInvalidArgument, o.Linger)
+	case o.MaxChunkBytes < 0:
+		return o, fmt.Errorf("%w: chunked.Options.MaxChunkBytes %d < 0", stream.ErrInvalidArgument, o.MaxChunkBytes)
+	case o.MaxInflightChunks < 0:
+		return o, fmt.Errorf("%w: chunked.Options.MaxInflightChunks %d < 0", stream.ErrInvalidArgument, o.MaxInflightChunks)
+	case o.OpTimeout < 0:
+		return o, fmt.Errorf("%w: chunked.Options.OpTimeout %v < 0", stream.ErrInvalidArgument, o.OpTimeout)
+	}
+	return o, nil
+}
