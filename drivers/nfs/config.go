@@ -1,0 +1,119 @@
+package nfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// Config configures the nfs driver. It is parsed from YAML or JSON (JSON is
+// YAML); unknown fields are an error. Durations are strings such as "2ms".
+//
+//	root: /mnt/strata        # required; an absolute directory
+//	create_root: false       # create root (and parents) if missing
+//	fsync: true              # fsync files and directories (default true)
+//	temp_max_age: 1h         # temp files older than this are torn: removed
+//	linger: 0s               # engine: group-commit wait
+//	max_chunk_bytes: 4194304 # engine: group-commit byte threshold
+//	max_inflight_chunks: 4   # engine: chunk puts in flight per stream
+//	max_batch_bytes: 8388608 # engine: largest batch
+//	cache_bytes: 33554432    # engine: per-stream cache of recent chunks
+type Config struct {
+	// Root is the directory that holds the store: a shared POSIX mount
+	// (NFS, EFS, NetApp) or a local directory. Must be absolute. Required.
+	Root string `yaml:"root"`
+	// CreateRoot creates Root (and its parents) when it does not exist.
+	// Off by default, so that a mount point whose file system is not
+	// mounted is an error rather than a silent write to the local disk.
+	CreateRoot bool `yaml:"create_root"`
+	// Fsync makes every put durable before it returns: the file is fsynced
+	// before it is linked and the directory after (default true). Off, acks
+	// survive a crash of the process but not of the host; Info.Durable then
+	// reports false.
+	Fsync *bool `yaml:"fsync"`
+	// TempMaxAge is the age after which a temp file left by any host is
+	// torn (its writer died mid-put) and removed when a Storage opens
+	// (default 1h). Temp files of dead processes of this host are removed
+	// at once, whatever their age.
+	TempMaxAge time.Duration `yaml:"temp_max_age"`
+
+	// Linger is the engine's group-commit wait (chunked.Options.Linger).
+	Linger time.Duration `yaml:"linger"`
+	// MaxChunkBytes is the engine's group-commit byte threshold
+	// (chunked.Options.MaxChunkBytes; 0: the engine's default).
+	MaxChunkBytes int `yaml:"max_chunk_bytes"`
+	// MaxInflightChunks is how many chunk puts of one stream may be in
+	// flight (chunked.Options.MaxInflightChunks; 0: the engine's default).
+	MaxInflightChunks int `yaml:"max_inflight_chunks"`
+	// MaxBatchBytes is the largest batch (chunked.Options.MaxBatchBytes;
+	// 0: stream.DefaultMaxBatchBytes).
+	MaxBatchBytes int `yaml:"max_batch_bytes"`
+	// CacheBytes bounds each stream's cache of recent chunks
+	// (chunked.Options.CacheBytes; 0: the engine's default, negative: none).
+	CacheBytes int64 `yaml:"cache_bytes"`
+}
+
+// DefaultTempMaxAge is Config.TempMaxAge's default.
+const DefaultTempMaxAge = time.Hour
+
+// ParseConfig parses and validates a YAML or JSON config and applies the
+// defaults. Errors wrap stream.ErrInvalidArgument and name the bad field.
+func ParseConfig(config []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(config))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, fmt.Errorf("%w: nfs config: %v", stream.ErrInvalidArgument, err)
+	}
+	if err := c.validate(); err != nil {
+		return c, err
+	}
+	return c.withDefaults(), nil
+}
+
+func (c Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: nfs config: %s: %s", stream.ErrInvalidArgument, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Root == "":
+		return bad("root", "required (the directory that holds the store)")
+	case !filepath.IsAbs(c.Root):
+		return bad("root", "%q is not an absolute path", c.Root)
+	case bytes.IndexByte([]byte(c.Root), 0) >= 0:
+		return bad("root", "contains a NUL byte")
+	case c.TempMaxAge < 0:
+		return bad("temp_max_age", "%v is negative", c.TempMaxAge)
+	case c.Linger < 0:
+		return bad("linger", "%v is negative", c.Linger)
+	case c.MaxChunkBytes < 0:
+		return bad("max_chunk_bytes", "%d is negative", c.MaxChunkBytes)
+	case c.MaxInflightChunks < 0:
+		return bad("max_inflight_chunks", "%d is negative", c.MaxInflightChunks)
+	case c.MaxBatchBytes < 0:
+		return bad("max_batch_bytes", "%d is negative", c.MaxBatchBytes)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	c.Root = filepath.Clean(c.Root)
+	if c.Fsync == nil {
+		on := true
+		c.Fsync = &on
+	}
+	if c.TempMaxAge == 0 {
+		c.TempMaxAge = DefaultTempMaxAge
+	}
+	return c
+}
+
+// fsync reports whether fsync is on (Config.Fsync, default true).
+func (c Config) fsync() bool { return c.Fsync == nil || *c.Fsync }

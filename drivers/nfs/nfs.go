@@ -1,0 +1,64 @@
+// Package nfs is the Strata driver for a shared POSIX file system: NFS,
+// EFS, NetApp, or a local directory (the embedded default). It is a small
+// chunked.Storage (Storage) under the chunked engine, which provides the
+// whole Stream contract: Open returns chunked.NewStore on it.
+//
+// Put-if-absent is a temp file, fsync, link(2) to the final name (EEXIST
+// means taken) and an fsync of the directory: atomic and exclusive across
+// processes and hosts, with no flock/fcntl locks and no reliance on
+// attribute caches. See docs/drivers/nfs.md for the layout, the mount
+// options and the failure behaviour.
+//
+// It is not a file-per-stream log: streams are chunk files written by the
+// engine, never appended to in place.
+package nfs
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/chunked"
+)
+
+// Version is the driver's version, reported in Info.
+const Version = "0.1.0"
+
+// Open is the driver's stream.Opener: it parses config (see Config), opens
+// the Storage on its root and returns the engine's Store on it.
+func Open(ctx context.Context, config []byte) (stream.Store, error) {
+	c, err := ParseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return OpenConfig(ctx, c, nil)
+}
+
+// OpenConfig is Open with a parsed Config and a logger (nil: discard).
+func OpenConfig(ctx context.Context, c Config, logger *slog.Logger) (stream.Store, error) {
+	st, err := OpenStorage(ctx, c, logger)
+	if err != nil {
+		return nil, err
+	}
+	store, err := chunked.NewStore(st, c.engineOptions(logger))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
+// engineOptions are the chunked.Options of a config.
+func (c Config) engineOptions(logger *slog.Logger) chunked.Options {
+	return chunked.Options{
+		Driver:            "nfs",
+		Version:           Version,
+		MaxBatchBytes:     c.MaxBatchBytes,
+		Linger:            c.Linger,
+		MaxChunkBytes:     c.MaxChunkBytes,
+		MaxInflightChunks: c.MaxInflightChunks,
+		CacheBytes:        c.CacheBytes,
+		Durable:           c.fsync(),
+		Logger:            logger,
+	}
+}
