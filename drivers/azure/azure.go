@@ -1,0 +1,69 @@
+// Package azure is the Strata driver for Azure Blob Storage (and Azurite):
+// a chunked.Storage on one container, run by the chunked engine, which
+// gives it the whole stream contract.
+//
+// Chunks, manifests and generation records are block blobs written with
+// If-None-Match: * (put-if-absent: exactly one racing writer wins, and the
+// blob is durable when the upload answers 201); reads are ranged
+// downloads; listing is used only for recovery and garbage collection.
+// Errors map to the contract: BlobNotFound is stream.ErrNotFound,
+// BlobAlreadyExists / ConditionNotMet (409, 412) on a conditional upload is
+// stream.ErrAlreadyExists, and transport errors, timeouts, throttling and
+// 5xx are stream.ErrUnavailable.
+//
+// It is not a general blob client: it writes only the layout the engine
+// asks for, under Config.Prefix. See docs/drivers/azure.md.
+package azure
+
+import (
+	"context"
+
+	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/chunked"
+)
+
+// DriverName is the name the driver reports in stream.Info.
+const DriverName = "azure"
+
+// Version is the driver's version, reported in stream.Info.
+const Version = "0.1.0"
+
+// Open is the driver's stream.Opener: it parses config (YAML, JSON or an
+// azblob:// URL; see ParseConfig), checks the container and credentials
+// (NewStorage) and returns the chunked engine on that Storage.
+func Open(ctx context.Context, config []byte) (stream.Store, error) {
+	st, err := OpenStorage(ctx, config)
+	if err != nil {
+		return nil, err
+	}
+	store, err := chunked.NewStore(st, engineOptions(st.cfg))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
+// OpenStorage parses config like Open and returns the Storage alone,
+// without the engine (for storagetest, tools and benchmarks).
+func OpenStorage(ctx context.Context, config []byte) (*Storage, error) {
+	cfg, err := ParseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return NewStorage(ctx, cfg)
+}
+
+// engineOptions maps a defaulted config to the engine's options.
+func engineOptions(cfg Config) chunked.Options {
+	return chunked.Options{
+		Driver:            DriverName,
+		Version:           Version,
+		Linger:            cfg.Engine.Linger,
+		MaxChunkBytes:     cfg.Engine.MaxChunkBytes,
+		MaxInflightChunks: cfg.Engine.MaxInflightChunks,
+		CacheBytes:        cfg.Engine.CacheBytes,
+		OpTimeout:         cfg.Timeouts.Operation,
+		Durable:           true,
+	}
+}
