@@ -1,0 +1,323 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stratastream/strata/stream"
+	streamv1 "github.com/stratastream/strata/stream/plugin/proto/strata/stream/v1"
+)
+
+// Limits of one session's append pipeline on the host: admission waits (on
+// the caller's ctx) while this much is queued or in flight.
+const (
+	maxPipeBytes   = 64 << 20
+	maxPipeAppends = 1 << 16
+)
+
+// maxBatchesPerMessage bounds the batches coalesced into one AppendRequest.
+const maxBatchesPerMessage = 1024
+
+// pendingAppend is one admitted append: its batch already encoded as an
+// AppendRequest.batches field, and the completion of its future.
+type pendingAppend struct {
+	field    []byte // tag, length and the encoded streamv1.Batch
+	size     int    // Batch.Size, for the pipeline's byte budget
+	count    uint32
+	complete func(stream.AppendResult, error)
+}
+
+// encodeBatchField encodes pb as one "batches" field (number 2) of an
+// AppendRequest. The bytes are a copy: the caller may reuse the payload as
+// soon as Append returns. Concatenated fields, optionally after a session
+// field, are a valid AppendRequest.
+func encodeBatchField(pb *streamv1.Batch) ([]byte, error) {
+	n := proto.Size(pb)
+	buf := make([]byte, 0, n+protowire.SizeTag(2)+protowire.SizeVarint(uint64(n)))
+	buf = protowire.AppendTag(buf, 2, protowire.BytesType)
+	buf = protowire.AppendVarint(buf, uint64(n))
+	return proto.MarshalOptions{}.MarshalAppend(buf, pb)
+}
+
+// encodedAppendRequest is an AppendRequest whose fields are already encoded;
+// appendCodec sends it without marshaling or copying again.
+type encodedAppendRequest struct {
+	fields mem.BufferSlice
+}
+
+// appendCodec is the codec of the host's Append calls: it sends an
+// encodedAppendRequest as is and leaves everything else to gRPC's proto
+// codec. Its name is "proto", so the driver decodes with the standard codec.
+type appendCodec struct{ proto encoding.CodecV2 }
+
+func (c appendCodec) Name() string { return "proto" }
+
+func (c appendCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*encodedAppendRequest); ok {
+		return e.fields, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+func (c appendCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return c.proto.Unmarshal(data, v)
+}
+
+var appendCallCodec = grpc.ForceCodecV2(appendCodec{proto: encoding.GetCodecV2("proto")})
+
+// appendPipe is the pipelined append path of one session: one Append call
+// to the driver, a sender goroutine that packs queued batches into messages,
+// and a receiver goroutine that matches acks to appends in order. The
+// receiver is the only goroutine that completes futures once they are
+// queued, so they complete in call order, and after a break every queued and
+// in-flight append fails with the same error.
+type appendPipe struct {
+	h      *hostStream
+	ctx    context.Context
+	cancel context.CancelFunc
+	call   grpc.BidiStreamingClient[streamv1.AppendRequest, streamv1.AppendResponse]
+
+	mu       sync.Mutex
+	queue    []*pendingAppend // admitted, not yet sent
+	inflight []*pendingAppend // sent, not yet acknowledged
+	bytes    int              // Size of queue and inflight
+	err      error            // set once the pipe is broken or closed
+	closing  bool             // Close: end the call once everything is acked
+	space    chan struct{}    // closed (and replaced) when room frees up
+
+	wake     chan struct{} // nudges the sender
+	done     chan struct{} // closed when every queued append has completed
+	finished sync.Once
+	lastNext int64 // receiver only: end of the last acked batch
+}
+
+func newAppendPipe(h *hostStream) *appendPipe {
+	p := &appendPipe{
+		h:        h,
+		space:    make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		lastNext: h.next.Load(),
+	}
+	p.ctx, p.cancel = context.WithCancel(h.c.ctx)
+	go p.send()
+	return p
+}
+
+func (p *appendPipe) what() string { return fmt.Sprintf("append to stream %q", p.h.name) }
+
+// enqueue admits one append, waiting on ctx while the pipeline is full.
+func (p *appendPipe) enqueue(ctx context.Context, pb *streamv1.Batch, size int) *stream.AppendFuture {
+	field, err := encodeBatchField(pb)
+	if err != nil {
+		return stream.FailedAppend(fmt.Errorf("%w: %s: encode batch: %v", stream.ErrInvalidArgument, p.what(), err))
+	}
+	if len(field) > maxMessageBytes {
+		return stream.FailedAppend(fmt.Errorf("%w: %s: batch of %d bytes exceeds the plugin transport's %d", stream.ErrBatchTooLarge, p.what(), size, maxMessageBytes))
+	}
+	pa := &pendingAppend{field: field, size: size, count: pb.GetCount()}
+	p.mu.Lock()
+	for {
+		if p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			<-p.done // earlier appends complete first
+			return stream.FailedAppend(err)
+		}
+		if p.closing {
+			p.mu.Unlock()
+			return stream.FailedAppend(fmt.Errorf("%w: %s", stream.ErrClosed, p.what()))
+		}
+		n := len(p.queue) + len(p.inflight)
+		if n == 0 || (p.bytes+size <= maxPipeBytes && n < maxPipeAppends) {
+			break
+		}
+		space := p.space
+		p.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return stream.FailedAppend(ctx.Err())
+		}
+		p.mu.Lock()
+	}
+	f, complete := stream.NewAppendFuture()
+	pa.complete = complete
+	p.queue = append(p.queue, pa)
+	p.bytes += size
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return f
+}
+
+// send opens the Append call and sends queued batches, several per message
+// when they are waiting together.
+func (p *appendPipe) send() {
+	call, err := p.h.c.rpc.Append(p.ctx, appendCallCodec)
+	if err != nil {
+		p.finish(p.h.c.callErr(nil, p.what(), err))
+		return
+	}
+	p.call = call
+	go p.receive()
+	session := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), p.h.session)
+	for {
+		p.mu.Lock()
+		for len(p.queue) == 0 {
+			if p.err != nil {
+				p.mu.Unlock()
+				return
+			}
+			if p.closing {
+				p.mu.Unlock()
+				_ = call.CloseSend()
+				return
+			}
+			p.mu.Unlock()
+			select {
+			case <-p.wake:
+			case <-p.ctx.Done():
+				return
+			}
+			p.mu.Lock()
+		}
+		if p.err != nil {
+			p.mu.Unlock()
+			return
+		}
+		n, size := 0, 0
+		for n < len(p.queue) && n < maxBatchesPerMessage && (n == 0 || size+len(p.queue[n].field) <= coalesceBytes) {
+			size += len(p.queue[n].field)
+			n++
+		}
+		fields := make(mem.BufferSlice, 0, n+1)
+		fields = append(fields, mem.SliceBuffer(session))
+		for _, pa := range p.queue[:n] {
+			fields = append(fields, mem.SliceBuffer(pa.field))
+		}
+		p.inflight = append(p.inflight, p.queue[:n]...)
+		rest := copy(p.queue, p.queue[n:])
+		clear(p.queue[rest:])
+		p.queue = p.queue[:rest]
+		p.mu.Unlock()
+		if err := call.SendMsg(&encodedAppendRequest{fields: fields}); err != nil {
+			return // the receiver reports why the call ended
+		}
+	}
+}
+
+// receive matches acks to in-flight appends, in order.
+func (p *appendPipe) receive() {
+	for {
+		resp, err := p.call.Recv()
+		if err != nil {
+			p.finish(p.recvErr(err))
+			return
+		}
+		if err := p.ack(resp.GetAcks()); err != nil {
+			p.cancel()
+			p.finish(err)
+			return
+		}
+	}
+}
+
+// recvErr is the error that ended the Append call.
+func (p *appendPipe) recvErr(err error) error {
+	if err == io.EOF {
+		p.mu.Lock()
+		n, closing := len(p.queue)+len(p.inflight), p.closing
+		p.mu.Unlock()
+		if n == 0 && closing {
+			return fmt.Errorf("%w: %s", stream.ErrClosed, p.what())
+		}
+		return fmt.Errorf("%w: %s: %s ended the append call with %d appends unanswered", stream.ErrUnavailable, p.what(), p.h.c.describe(), n)
+	}
+	if p.h.c.isClosed() {
+		return fmt.Errorf("%w: %s: %s was closed with appends in flight", stream.ErrUnavailable, p.what(), p.h.c.describe())
+	}
+	return p.h.c.callErr(nil, p.what(), err)
+}
+
+// ack completes the appends one response answers. An answer the contract
+// does not allow (more acks than appends, offsets that do not match the
+// batch's count or go backwards) is ErrCorrupt and breaks the pipe.
+func (p *appendPipe) ack(acks []*streamv1.Ack) error {
+	p.mu.Lock()
+	if len(acks) > len(p.inflight) {
+		n := len(p.inflight)
+		p.mu.Unlock()
+		return fmt.Errorf("%w: %s: %s sent %d acks for %d appends in flight", stream.ErrCorrupt, p.what(), p.h.c.describe(), len(acks), n)
+	}
+	done := p.inflight[:len(acks):len(acks)]
+	p.inflight = p.inflight[len(acks):]
+	for _, pa := range done {
+		p.bytes -= pa.size
+	}
+	close(p.space)
+	p.space = make(chan struct{})
+	p.mu.Unlock()
+	for i, a := range acks {
+		pa := done[i]
+		if a.GetError() != nil {
+			pa.complete(stream.AppendResult{}, errorFromProto(a.GetError()))
+			continue
+		}
+		base, next := a.GetBaseOffset(), a.GetNextOffset()
+		if base < p.lastNext || next-base != int64(pa.count) {
+			err := fmt.Errorf("%w: %s: %s acked a batch of count %d as [%d, %d) after an ack ending at %d",
+				stream.ErrCorrupt, p.what(), p.h.c.describe(), pa.count, base, next, p.lastNext)
+			for _, rest := range done[i:] {
+				rest.complete(stream.AppendResult{}, err)
+			}
+			return err
+		}
+		p.lastNext = next
+		raise(&p.h.next, next)
+		pa.complete(stream.AppendResult{BaseOffset: base, NextOffset: next}, nil)
+	}
+	return nil
+}
+
+// finish breaks the pipe with err: every queued and in-flight append fails
+// with it, in order, and so does every later one.
+func (p *appendPipe) finish(err error) {
+	p.finished.Do(func() {
+		p.mu.Lock()
+		p.err = err
+		failed := append(p.inflight, p.queue...)
+		p.inflight, p.queue, p.bytes = nil, nil, 0
+		close(p.space)
+		p.space = make(chan struct{})
+		p.mu.Unlock()
+		for _, pa := range failed {
+			pa.complete(stream.AppendResult{}, err)
+		}
+		p.cancel()
+		close(p.done)
+	})
+}
+
+// close lets the queued appends finish, ends the Append call and waits until
+// every append has completed.
+func (p *appendPipe) close() {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	<-p.done
+}

@@ -1,0 +1,370 @@
+package plugin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/stratastream/strata/stream"
+	streamv1 "github.com/stratastream/strata/stream/plugin/proto/strata/stream/v1"
+)
+
+// Option configures Start and Open.
+type Option func(*options)
+
+type options struct {
+	sha256       []byte
+	sha256Err    error
+	logger       *slog.Logger
+	startTimeout time.Duration
+}
+
+// WithSHA256 pins the driver binary: Start refuses to run it unless the
+// SHA-256 of the file is sum (64 hex digits). A malformed sum or a mismatch
+// is an error wrapping stream.ErrInvalidArgument.
+func WithSHA256(sum string) Option {
+	return func(o *options) {
+		b, err := hex.DecodeString(sum)
+		if err == nil && len(b) != sha256.Size {
+			err = fmt.Errorf("%d bytes, want %d", len(b), sha256.Size)
+		}
+		if err != nil {
+			o.sha256Err = fmt.Errorf("%w: driver sha256 %q is not 64 hex digits: %v", stream.ErrInvalidArgument, sum, err)
+			return
+		}
+		o.sha256 = b
+	}
+}
+
+// WithLogger sets the slog.Logger that receives the driver process's logs
+// and go-plugin's own messages. The default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
+
+// WithStartTimeout bounds how long Start waits for the driver's handshake
+// when ctx has no earlier deadline. The default is one minute.
+func WithStartTimeout(d time.Duration) Option {
+	return func(o *options) { o.startTimeout = d }
+}
+
+// exitPollInterval is how often a Client checks whether its driver process
+// has exited.
+const exitPollInterval = 20 * time.Millisecond
+
+// exitGrace is how long a call that lost its connection waits for the
+// driver process's exit status, to name it in the error.
+const exitGrace = 2 * time.Second
+
+// Client is one running driver process. Its methods are safe for concurrent
+// use. Several Stores may be opened on one Client.
+type Client struct {
+	binary string
+	pc     *goplugin.Client
+	cmd    *exec.Cmd
+	rpc    streamv1.DriverClient
+	logger *slog.Logger
+
+	// ctx lives as long as the Client; long-lived calls (append streams)
+	// use it, and Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	exited  chan struct{} // closed once the process has exited
+	exitMsg string        // how it exited; set before exited is closed
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    chan struct{}
+}
+
+// clients is the set of running Clients, for CleanupClients.
+var (
+	clientsMu sync.Mutex
+	clients   = map[*Client]struct{}{}
+)
+
+// Start runs the driver binary and connects to it: go-plugin's handshake
+// with Strata's cookie, protocol version 1, gRPC only, automatic mutual TLS,
+// and the SHA-256 pin of WithSHA256. No config is passed yet; see
+// OpenStore.
+//
+// A binary that cannot be run, is not a Strata driver, speaks another
+// protocol version or fails its checksum gives an error wrapping
+// stream.ErrInvalidArgument; a ctx that ends first gives ctx.Err().
+func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) {
+	o := options{logger: slog.Default(), startTimeout: time.Minute}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.sha256Err != nil {
+		return nil, o.sha256Err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	timeout := o.startTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	cmd := exec.Command(binary)
+	cfg := &goplugin.ClientConfig{
+		HandshakeConfig:  handshake,
+		VersionedPlugins: pluginSets(nil),
+		Cmd:              cmd,
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		StartTimeout:     timeout,
+		Logger:           newHCLogBridge(o.logger, "strata-plugin"),
+		GRPCDialOptions: []grpc.DialOption{
+			grpc.WithInitialWindowSize(windowBytes),
+			grpc.WithInitialConnWindowSize(windowBytes),
+			grpc.WithReadBufferSize(socketBufferBytes),
+			grpc.WithWriteBufferSize(socketBufferBytes),
+		},
+	}
+	if o.sha256 != nil {
+		cfg.SecureConfig = &goplugin.SecureConfig{Checksum: o.sha256, Hash: sha256.New()}
+	}
+	pc := goplugin.NewClient(cfg)
+
+	type result struct {
+		raw any
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		rpc, err := pc.Client()
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		raw, err := rpc.Dispense(pluginName)
+		ch <- result{raw, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		go func() { <-ch; pc.Kill() }()
+		return nil, fmt.Errorf("start driver %s: %w", binary, ctx.Err())
+	}
+	if r.err != nil {
+		pc.Kill()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("start driver %s: %w", binary, ctx.Err())
+		}
+		return nil, fmt.Errorf("%w: start driver %s: %v", stream.ErrInvalidArgument, binary, r.err)
+	}
+	rpc, ok := r.raw.(streamv1.DriverClient)
+	if !ok {
+		pc.Kill()
+		return nil, fmt.Errorf("%w: start driver %s: plugin is a %T, not a Strata driver", stream.ErrInvalidArgument, binary, r.raw)
+	}
+	c := &Client{
+		binary: binary,
+		pc:     pc,
+		cmd:    cmd,
+		rpc:    rpc,
+		logger: o.logger,
+		exited: make(chan struct{}),
+		closed: make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	go c.watchExit()
+	clientsMu.Lock()
+	clients[c] = struct{}{}
+	clientsMu.Unlock()
+	return c, nil
+}
+
+// watchExit records how the driver process exited.
+func (c *Client) watchExit() {
+	t := time.NewTicker(exitPollInterval)
+	defer t.Stop()
+	for !c.pc.Exited() {
+		<-t.C
+	}
+	// Exited() took go-plugin's lock after its Wait returned, so reading
+	// ProcessState here is ordered after the write.
+	msg := "exited"
+	if ps := c.cmd.ProcessState; ps != nil {
+		msg = ps.String()
+	}
+	c.exitMsg = msg
+	close(c.exited)
+	c.logger.Debug("strata driver process ended", "binary", c.binary, "pid", c.Pid(), "status", msg)
+}
+
+// Pid is the driver's process id.
+func (c *Client) Pid() int {
+	if c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
+// Binary is the path of the driver binary.
+func (c *Client) Binary() string { return c.binary }
+
+// Exited is closed once the driver process has exited.
+func (c *Client) Exited() <-chan struct{} { return c.exited }
+
+// Kill sends SIGKILL to the driver process and waits until it has exited.
+// Every pending and later call on its stores and streams fails with
+// stream.ErrUnavailable. It is meant for crash tests; Close is the orderly
+// way to stop a driver.
+func (c *Client) Kill() error {
+	if p := c.cmd.Process; p != nil {
+		if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			select {
+			case <-c.exited:
+			default:
+				return fmt.Errorf("kill driver process %d (%s): %w", c.Pid(), c.binary, err)
+			}
+		}
+	}
+	<-c.exited
+	return nil
+}
+
+// Close ends every call in progress, asks the driver process to exit and
+// kills it if it does not within two seconds. Stores and streams opened on
+// the Client fail with stream.ErrClosed or stream.ErrUnavailable afterwards.
+// Close is idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.cancel()
+		c.pc.Kill()
+		clientsMu.Lock()
+		delete(clients, c)
+		clientsMu.Unlock()
+	})
+	return c.closeErr
+}
+
+// CleanupClients closes every Client of this process (and any other
+// go-plugin client). Call it on host shutdown, e.g. deferred in main, so
+// that no driver process outlives the host.
+func CleanupClients() {
+	clientsMu.Lock()
+	all := make([]*Client, 0, len(clients))
+	for c := range clients {
+		all = append(all, c)
+	}
+	clientsMu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.Close()
+		}()
+	}
+	wg.Wait()
+	goplugin.CleanupClients()
+}
+
+// isClosed reports whether Close was called.
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// describe names the driver process for error messages.
+func (c *Client) describe() string {
+	return fmt.Sprintf("driver process %d (%s)", c.Pid(), filepath.Base(c.binary))
+}
+
+// callErr turns the error of a gRPC call into a contract error. A driver's
+// own error keeps its sentinel and message. A lost connection is
+// ErrUnavailable naming how the process exited (waiting briefly for the
+// exit status), or ErrClosed after Close.
+func (c *Client) callErr(ctx context.Context, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	e := fromStatus(ctx, what, err)
+	var re *remoteError
+	if errors.As(e, &re) || !errors.Is(e, stream.ErrUnavailable) {
+		return e
+	}
+	if c.isClosed() {
+		return fmt.Errorf("%w: %s: %s was closed", stream.ErrClosed, what, c.describe())
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(exitGrace):
+		return e
+	}
+	return c.exitErr(what)
+}
+
+// exitErr is the error of a call on a Client whose process has exited.
+func (c *Client) exitErr(what string) error {
+	return fmt.Errorf("%w: %s: %s exited: %s", stream.ErrUnavailable, what, c.describe(), c.exitMsg)
+}
+
+// check fails fast when the Client is closed or its process has exited.
+func (c *Client) check(what string) error {
+	if c.isClosed() {
+		return fmt.Errorf("%w: %s: %s was closed", stream.ErrClosed, what, c.describe())
+	}
+	select {
+	case <-c.exited:
+		return c.exitErr(what)
+	default:
+		return nil
+	}
+}
+
+// OpenStore opens a Store in the driver process from config (the driver's
+// JSON or YAML config document; it may hold secrets and travels only in this
+// call). Several stores may be open on one Client. Closing the Store does
+// not stop the driver process.
+func (c *Client) OpenStore(ctx context.Context, config []byte) (stream.Store, error) {
+	return c.openStore(ctx, config, false)
+}
+
+func (c *Client) openStore(ctx context.Context, config []byte, owns bool) (*hostStore, error) {
+	what := "open store"
+	if err := c.check(what); err != nil {
+		return nil, err
+	}
+	resp, err := c.rpc.OpenStore(ctx, &streamv1.OpenStoreRequest{Config: config})
+	if err != nil {
+		return nil, c.callErr(ctx, what, err)
+	}
+	return &hostStore{c: c, id: resp.GetStore(), info: infoFromProto(resp.GetInfo()), owns: owns}, nil
+}
+
+// Open starts the driver binary and opens one Store on it from config. The
+// Store's Close also stops the driver process.
+func Open(ctx context.Context, binary string, config []byte, opts ...Option) (stream.Store, error) {
+	c, err := Start(ctx, binary, opts...)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.openStore(ctx, config, true)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return st, nil
+}
