@@ -2,10 +2,10 @@ package nfs
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -67,10 +67,21 @@ const DefaultTempMaxAge = time.Hour
 // defaults. Errors wrap stream.ErrInvalidArgument and name the bad field.
 func ParseConfig(config []byte) (Config, error) {
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(config))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("%w: nfs config: %v", stream.ErrInvalidArgument, err)
+	var doc map[string]yaml.Node
+	if err := yaml.Unmarshal(config, &doc); err != nil {
+		return c, fmt.Errorf("%w: nfs config: not YAML or JSON: %v", stream.ErrInvalidArgument, err)
+	}
+	fields := reflect.ValueOf(&c).Elem()
+	for name, node := range doc {
+		i := slices.IndexFunc(reflect.VisibleFields(fields.Type()), func(f reflect.StructField) bool {
+			return f.Tag.Get("yaml") == name
+		})
+		if i < 0 {
+			return c, fmt.Errorf("%w: nfs config: %s: unknown field", stream.ErrInvalidArgument, name)
+		}
+		if err := node.Decode(fields.Field(i).Addr().Interface()); err != nil {
+			return c, fmt.Errorf("%w: nfs config: %s: %v", stream.ErrInvalidArgument, name, err)
+		}
 	}
 	if err := c.validate(); err != nil {
 		return c, err

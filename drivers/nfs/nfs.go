@@ -26,12 +26,13 @@ const Version = "0.1.0"
 
 // Open is the driver's stream.Opener: it parses config (see Config), opens
 // the Storage on its root and returns the engine's Store on it.
+// Logs go to slog.Default (in a plugin binary, to the host).
 func Open(ctx context.Context, config []byte) (stream.Store, error) {
 	c, err := ParseConfig(config)
 	if err != nil {
 		return nil, err
 	}
-	return OpenConfig(ctx, c, nil)
+	return OpenConfig(ctx, c, slog.Default())
 }
 
 // OpenConfig is Open with a parsed Config and a logger (nil: discard).
@@ -58,7 +59,7 @@ func (c Config) engineOptions(logger *slog.Logger) chunked.Options {
 		MaxChunkBytes:     c.MaxChunkBytes,
 		MaxInflightChunks: c.MaxInflightChunks,
 		CacheBytes:        c.CacheBytes,
-		Durable:           c.fsync(),
+		Volatile:          !c.fsync(), // acks survive the host only with fsync
 		Logger:            logger,
 	}
 }
