@@ -32,25 +32,25 @@ type Options struct {
 	// MaxInflightChunks is how many chunk puts of one stream may be in
 	// flight at once (default DefaultMaxInflightChunks).
 	MaxInflightChunks int
-	// CacheBytes bounds each stream's cache of recent chunks
+	// CacheBytes bounds the Store's cache of recent chunks
 	// (default DefaultCacheBytes; negative: no cache).
 	CacheBytes int64
 	// OpTimeout bounds every single Storage call (default DefaultOpTimeout).
 	// A put that times out has an unknown outcome and is handled as such;
 	// the append it carries fails with ErrUnavailable.
 	OpTimeout time.Duration
-	// Durable is reported as Info.Durable and Info.SharedNamespace: true
-	// when the Storage is durable and shared (every real backend), false
-	// for NewMemStorage.
-	Durable bool
+	// Volatile says the Storage does not survive the host (Info.Durable
+	// false). The zero value claims durability: the engine acks only what
+	// the Storage made durable, so it is durable iff the Storage is.
+	Volatile bool
+	// LocalNamespace says Stores on the same Storage config in other
+	// processes do not share streams (Info.SharedNamespace false).
+	LocalNamespace bool
 	// Logger receives the engine's structured logs (default: discard).
 	Logger *slog.Logger
 	// NewID returns unique ids for incarnations and put ids (default:
 	// random UUIDs). Tests set it for determinism.
 	NewID func() string
-	// Now returns the wall clock in ms for diagnostics (default time.Now).
-	// It never decides correctness.
-	Now func() time.Time
 }
 
 // Defaults of Options.
@@ -94,9 +94,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.NewID == nil {
 		o.NewID = randomID
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	switch {
 	case o.MaxBatchBytes < 0:

@@ -3,16 +3,37 @@ package chunked
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/stratastream/strata/stream"
 )
 
 // Store implements stream.Store on a Storage.
 type Store struct {
-	st   Storage
-	opts Options
+	st    Storage
+	opts  Options
+	cache *chunkCache
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	gcs    sync.WaitGroup
+
+	idPrefix [8]byte
+	idSeq    atomic.Uint64
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[*writer]bool
 }
+
+var _ stream.Store = (*Store)(nil)
 
 // NewStore returns a stream.Store that keeps its streams on st. The Store
 // owns st: Store.Close closes it.
@@ -24,7 +45,21 @@ func NewStore(st Storage, opts Options) (stream.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{st: st, opts: o}, nil
+	s := &Store{st: st, opts: o, cache: newChunkCache(o.CacheBytes), sessions: map[*writer]bool{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	sum := sha256.Sum256([]byte(o.NewID()))
+	copy(s.idPrefix[:], sum[:])
+	return s, nil
+}
+
+func randomID() string { return rand.Text() }
+
+// newPutID returns an id unique to one put (R1).
+func (s *Store) newPutID() putID {
+	var id putID
+	copy(id[:8], s.idPrefix[:])
+	binary.BigEndian.PutUint64(id[8:], s.idSeq.Add(1))
+	return id
 }
 
 // Info implements stream.Store.
@@ -36,28 +71,324 @@ func (s *Store) Info() stream.Info {
 		MaxProperties:   s.opts.MaxProperties,
 		MaxFetchBytes:   s.opts.MaxFetchBytes,
 		ReadOnlyOpen:    true,
-		Durable:         s.opts.Durable,
-		SharedNamespace: s.opts.Durable,
+		Durable:         !s.opts.Volatile,
+		SharedNamespace: !s.opts.LocalNamespace,
 	}
 }
 
-var errTODO = fmt.Errorf("%w: chunked engine: not implemented yet", stream.ErrUnavailable)
+func (s *Store) check(name string) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: chunked store (%s)", stream.ErrClosed, s.opts.Driver)
+	}
+	return stream.ValidateName(name)
+}
 
-// Create implements stream.Store.
-func (s *Store) Create(ctx context.Context, name string) error { return errTODO }
+// ---- generation chain ----
+
+// currentGen finds the newest generation of name by probing g/0, g/1, ...
+// (never LIST). found is false when the stream was never created.
+func (s *Store) currentGen(ctx context.Context, name string) (n uint64, g generation, found bool, err error) {
+	for i := uint64(0); ; i++ {
+		key := genKey(name, i)
+		b, err := s.get(ctx, key, 0, -1)
+		if errors.Is(err, stream.ErrNotFound) {
+			return n, g, found, nil
+		}
+		if err != nil {
+			return 0, g, false, err
+		}
+		gi, err := decodeGeneration(b)
+		if err != nil {
+			return 0, g, false, fmt.Errorf("stream %q: %s: %w", name, key, err)
+		}
+		n, g, found = i, gi, true
+	}
+}
+
+// live returns the layout of name's current incarnation, or ErrNotFound.
+func (s *Store) live(ctx context.Context, name string) (layout, uint64, error) {
+	n, g, found, err := s.currentGen(ctx, name)
+	if err != nil {
+		return layout{}, 0, err
+	}
+	if !found || g.Kind != genLive {
+		return layout{}, 0, fmt.Errorf("%w: stream %q (%s)", stream.ErrNotFound, name, s.opts.Driver)
+	}
+	return newLayout(name, g.Inc), n, nil
+}
+
+// Create implements stream.Store: it writes the new incarnation's first
+// manifest, then links it into the generation chain with put-if-absent.
+func (s *Store) Create(ctx context.Context, name string) error {
+	if err := s.check(name); err != nil {
+		return err
+	}
+	for {
+		n, g, found, err := s.currentGen(ctx, name)
+		if err != nil {
+			return err
+		}
+		if found && g.Kind == genLive {
+			return fmt.Errorf("%w: stream %q (%s)", stream.ErrAlreadyExists, name, s.opts.Driver)
+		}
+		next := uint64(0)
+		if found {
+			next = n + 1
+		}
+		inc := s.opts.NewID()
+		if !validIncID(inc) {
+			return fmt.Errorf("%w: chunked: Options.NewID returned %q, not an id of [A-Za-z0-9_-]", stream.ErrInvalidArgument, inc)
+		}
+		l := newLayout(name, inc)
+		m0 := &manifest{Kind: manCreate, PutID: s.newPutID()}
+		if err := s.putIfAbsent(ctx, l.manifest(0), encodeManifest(m0)); err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
+			return fmt.Errorf("stream %q: create: %w", name, err)
+		}
+		key := genKey(name, next)
+		data := encodeGeneration(generation{Kind: genLive, Inc: inc})
+		err = s.putIfAbsent(ctx, key, data)
+		if err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
+			// Outcome unknown: read it back once.
+			err = s.putIfAbsent(ctx, key, data)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, stream.ErrAlreadyExists) {
+			return fmt.Errorf("stream %q: create: %w", name, err)
+		}
+		b, err := s.get(ctx, key, 0, -1)
+		if err != nil {
+			return fmt.Errorf("stream %q: create: %w", name, err)
+		}
+		other, err := decodeGeneration(b)
+		if err != nil {
+			return fmt.Errorf("stream %q: %s: %w", name, key, err)
+		}
+		if other.Kind == genLive && other.Inc == inc {
+			return nil
+		}
+		s.removeObjects(ctx, l, false) // our unlinked incarnation
+		if other.Kind == genLive {
+			return fmt.Errorf("%w: stream %q (%s)", stream.ErrAlreadyExists, name, s.opts.Driver)
+		}
+	}
+}
 
 // Open implements stream.Store.
 func (s *Store) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
-	return nil, errTODO
+	if err := s.check(name); err != nil {
+		return nil, err
+	}
+	switch o.Mode {
+	case stream.ModeReadWrite, stream.ModeReadOnly:
+	default:
+		return nil, fmt.Errorf("%w: stream %q: open mode %d", stream.ErrInvalidArgument, name, o.Mode)
+	}
+	for attempt := 0; ; attempt++ {
+		l, _, err := s.live(ctx, name)
+		if errors.Is(err, stream.ErrNotFound) && o.CreateIfMissing && o.Mode == stream.ModeReadWrite && attempt < 3 {
+			if err := s.Create(ctx, name); err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var st stream.Stream
+		if o.Mode == stream.ModeReadOnly {
+			st, err = s.openReader(ctx, l)
+		} else {
+			st, err = s.openWriter(ctx, l, o.Epoch)
+		}
+		if errors.Is(err, errDeleted) && attempt < 3 {
+			continue // deleted meanwhile; maybe recreated
+		}
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
 }
 
-// Delete implements stream.Store.
-func (s *Store) Delete(ctx context.Context, name string) error { return errTODO }
+func (s *Store) openWriter(ctx context.Context, l layout, epoch uint64) (*writer, error) {
+	self, c, err := s.openSession(ctx, l, epoch)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("%w: chunked store (%s)", stream.ErrClosed, s.opts.Driver)
+	}
+	w := newWriter(s, l, self, c)
+	s.sessions[w] = true
+	s.opts.Logger.Debug("chunked: opened", "stream", l.name, "session", self.String(), "next", c.Tail.Next)
+	return w, nil
+}
 
-// List implements stream.Store.
-func (s *Store) List(ctx context.Context, prefix string) ([]string, error) { return nil, errTODO }
+func (s *Store) sessionDone(w *writer) {
+	s.mu.Lock()
+	delete(s.sessions, w)
+	s.mu.Unlock()
+}
 
-// Close implements stream.Store.
-func (s *Store) Close() error { return s.st.Close() }
+// Delete implements stream.Store: fence the incarnation with a delete
+// manifest (the largest session), link a tombstone into the generation
+// chain, then remove the incarnation's chunks. Its manifests stay: they
+// are what fences every old holder and opener (docs/engine.md, "Delete").
+func (s *Store) Delete(ctx context.Context, name string) error {
+	if err := s.check(name); err != nil {
+		return err
+	}
+	l, n, err := s.live(ctx, name)
+	if err != nil {
+		return err
+	}
+	v, m, err := s.latestManifest(ctx, l)
+	if err != nil {
+		return err
+	}
+	for m.Kind != manDelete {
+		dm := &manifest{Kind: manDelete, Owner: deleteSession, PutID: s.newPutID(), Start: m.Start,
+			IdxEnd: m.IdxEnd, IdxNext: m.IdxNext, IdxSess: m.IdxSess, Index: m.Index}
+		won, other, err := s.putManifest(ctx, l, v+1, dm)
+		if err != nil {
+			return fmt.Errorf("stream %q: delete: %w", name, err)
+		}
+		v++
+		if won {
+			break
+		}
+		m = other
+	}
+	key := genKey(name, n+1)
+	err = s.putIfAbsent(ctx, key, encodeGeneration(generation{Kind: genTombstone}))
+	if err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
+		return fmt.Errorf("stream %q: delete: %w", name, err)
+	}
+	// ErrAlreadyExists: a concurrent Delete linked the tombstone (a Create
+	// cannot link after a live generation).
+	s.removeObjects(ctx, l, true)
+	return nil
+}
 
-func randomID() string { return rand.Text() }
+// removeObjects deletes an incarnation's objects; keepManifests leaves its
+// manifests (the delete fence) in place.
+func (s *Store) removeObjects(ctx context.Context, l layout, keepManifests bool) {
+	after := ""
+	for {
+		var keys []string
+		err := s.call(ctx, "list", l.prefix, func(ctx context.Context) error {
+			k, err := s.st.List(ctx, l.prefix, after, 1000)
+			keys = k
+			return err
+		})
+		if err != nil || len(keys) == 0 {
+			if err != nil {
+				s.opts.Logger.Warn("chunked: removing objects", "stream", l.name, "prefix", l.prefix, "err", err)
+			}
+			return
+		}
+		after = keys[len(keys)-1]
+		var del []string
+		for _, k := range keys {
+			if !keepManifests || !strings.HasPrefix(k, l.prefix+manDir) {
+				del = append(del, k)
+			}
+		}
+		if len(del) == 0 {
+			continue
+		}
+		if err := s.call(ctx, "delete", l.prefix, func(ctx context.Context) error { return s.st.Delete(ctx, del) }); err != nil {
+			s.opts.Logger.Warn("chunked: removing objects", "stream", l.name, "prefix", l.prefix, "err", err)
+			return
+		}
+	}
+}
+
+// List implements stream.Store. It is the one caller of Storage.List
+// besides GC and Delete.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%w: chunked store (%s)", stream.ErrClosed, s.opts.Driver)
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := prefix[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '/' || c == '-') {
+			return []string{}, nil // no stream name can start with it
+		}
+	}
+	dir := prefix[:strings.LastIndex(prefix, "/")+1]
+	if strings.HasPrefix(dir, "/") || strings.Contains(dir, "//") {
+		return []string{}, nil
+	}
+	gens := map[string]uint64{}
+	after := ""
+	for {
+		var keys []string
+		err := s.call(ctx, "list", dir, func(ctx context.Context) error {
+			k, err := s.st.List(ctx, dir, after, 1000)
+			keys = k
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		after = keys[len(keys)-1]
+		for _, k := range keys {
+			name, n, ok := nameFromGenKey(k)
+			if !ok || !strings.HasPrefix(name, prefix) || stream.ValidateName(name) != nil {
+				continue
+			}
+			if cur, seen := gens[name]; !seen || n > cur {
+				gens[name] = n
+			}
+		}
+	}
+	out := []string{}
+	for name := range gens {
+		// The newest generation decides; probe past the listed one too.
+		_, g, found, err := s.currentGen(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if found && g.Kind == genLive {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Close implements stream.Store: open sessions end (their unacked appends
+// fail with ErrClosed), background GC stops, and the Storage is closed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: chunked store (%s)", stream.ErrClosed, s.opts.Driver)
+	}
+	s.closed = true
+	ws := make([]*writer, 0, len(s.sessions))
+	for w := range s.sessions {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, w := range ws {
+		<-w.done
+	}
+	s.gcs.Wait()
+	return s.st.Close()
+}

@@ -1,0 +1,134 @@
+package chunked
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// tail is where a validity walk stands: the next slot to read, the offset
+// a valid chunk there must start at, and the highest session among the
+// valid chunks so far.
+type tail struct {
+	Seq  uint64
+	Next int64
+	Max  sessionKey
+}
+
+// valid is the validity rule (docs/engine.md): a chunk is valid iff its
+// session is at least the highest among the valid chunks before it and its
+// base offset is the running next offset. Anything else is a zombie.
+func (t tail) valid(h chunkHeader) bool {
+	return !h.Sess.less(t.Max) && h.Base == t.Next
+}
+
+// take extends the tail over valid chunk h at slot seq.
+func (t *tail) take(seq uint64, h chunkHeader) {
+	t.Seq = seq + 1
+	t.Next = h.end()
+	t.Max = h.Sess
+}
+
+// chain is one session's knowledge of a stream incarnation: the newest
+// manifest it knows, the start offset, the valid chunks overlapping the
+// start, and the tail after the last of them.
+type chain struct {
+	KnownV  uint64
+	Start   int64
+	Entries []indexEntry
+	Tail    tail
+}
+
+// fromManifest is the chain as manifest m (version v) states it; a walk
+// continues from its tail, seeded with the chain's running session (R7).
+func fromManifest(v uint64, m *manifest) chain {
+	return chain{
+		KnownV:  v,
+		Start:   m.Start,
+		Entries: append([]indexEntry(nil), m.Index...),
+		Tail:    tail{Seq: m.IdxEnd, Next: m.IdxNext, Max: m.IdxSess},
+	}
+}
+
+func (c *chain) add(seq uint64, h chunkHeader) {
+	if h.Count > 0 {
+		c.Entries = append(c.Entries, indexEntry{Seq: seq, Base: h.Base, Count: h.Count, PutID: h.PutID})
+	}
+	c.Tail.take(seq, h)
+}
+
+// walkResult says how a walk ended.
+type walkResult struct {
+	// Found counts the valid chunks the walk added to the chain.
+	Found int
+	// Restarted: a newer manifest replaced the chain during the walk.
+	Restarted bool
+}
+
+// walk extends c over the valid chunks after its tail until the first
+// absent slot, then probes the next manifest (R4); when one exists, it
+// restarts from it and walks again. self is the walking writer's session,
+// nil for a read-only walker. A writer meeting a valid chunk or a manifest
+// of a newer session gets ErrFenced; any walker meeting the delete manifest
+// gets errDeleted.
+func (s *Store) walk(ctx context.Context, l layout, c *chain, self *sessionKey) (walkResult, error) {
+	var res walkResult
+	for {
+		h, ok, err := s.getChunkHeader(ctx, l, c.Tail.Seq)
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			if c.Tail.valid(h) {
+				if self != nil && self.less(h.Sess) {
+					return res, fmt.Errorf("%w: stream %q: chunk %s of session %v is newer than session %v",
+						stream.ErrFenced, l.name, l.chunk(c.Tail.Seq), h.Sess, *self)
+				}
+				c.add(c.Tail.Seq, h)
+				res.Found++
+			} else {
+				c.Tail.Seq++
+			}
+			continue
+		}
+		// R4: the walk ends only when the next manifest is absent too.
+		m, ok, err := s.getManifest(ctx, l, c.KnownV+1)
+		if err != nil {
+			return res, err
+		}
+		if !ok {
+			return res, nil
+		}
+		v := c.KnownV + 1
+		if m.Kind == manDelete {
+			return res, deletedErr(l)
+		}
+		if self != nil {
+			if self.less(m.Owner) {
+				return res, fmt.Errorf("%w: stream %q: manifest %s of session %v is newer than session %v",
+					stream.ErrFenced, l.name, l.manifest(v), m.Owner, *self)
+			}
+			if m.Owner == *self {
+				// One's own manifest (a trim whose outcome was unknown)
+				// covers only slots already walked.
+				c.KnownV = v
+				continue
+			}
+		}
+		// A newer manifest: GC may have removed (and stale puts refilled)
+		// slots this walk has read; restart from it.
+		start := c.Start
+		*c = fromManifest(v, m)
+		c.Start = max(c.Start, start)
+		res.Restarted = true
+		res.Found = 0
+	}
+}
+
+// errDeleted is wrapped by errors about an incarnation a Delete fenced.
+var errDeleted = fmt.Errorf("%w: stream deleted", stream.ErrNotFound)
+
+func deletedErr(l layout) error {
+	return fmt.Errorf("stream %q incarnation %s: %w", l.name, l.inc, errDeleted)
+}

@@ -1,0 +1,463 @@
+package chunked
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// Binary encodings of every object the engine writes (docs/engine.md,
+// "Encodings"). Each starts with a two-byte magic and a version byte and ends
+// with (or carries) a CRC32C; decoders check every length against the bytes
+// present and return errors wrapping stream.ErrCorrupt, never wrong data.
+
+const codecVersion = 1
+
+var (
+	magicChunk    = [2]byte{'S', 'C'}
+	magicManifest = [2]byte{'S', 'M'}
+	magicGen      = [2]byte{'S', 'G'}
+	magicHint     = [2]byte{'S', 'H'}
+)
+
+var errCorrupt = stream.ErrCorrupt
+
+func corruptf(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errCorrupt}, a...)...)
+}
+
+// putID is the unique id of one put (R1): an object is one's own only if it
+// carries the id of that very put.
+type putID [16]byte
+
+// sessionKey orders sessions: by epoch, then by the version of the manifest
+// their open wrote (R5). The delete fence is the largest key.
+type sessionKey struct{ Epoch, Session uint64 }
+
+var deleteSession = sessionKey{^uint64(0), ^uint64(0)}
+
+func (a sessionKey) less(b sessionKey) bool {
+	return a.Epoch < b.Epoch || a.Epoch == b.Epoch && a.Session < b.Session
+}
+
+func (a sessionKey) String() string {
+	if a == deleteSession {
+		return "delete"
+	}
+	return fmt.Sprintf("e%d/s%d", a.Epoch, a.Session)
+}
+
+// ---- chunks ----
+
+const (
+	chunkData  = 1
+	chunkFence = 2
+)
+
+const chunkHeaderLen = 68
+
+// chunkHeader is the fixed-size head of a chunk object; a walk reads only it.
+type chunkHeader struct {
+	Kind    byte
+	Sess    sessionKey
+	Base    int64
+	Count   uint64
+	Batches uint32
+	BodyLen uint32
+	BodyCRC uint32
+	PutID   putID
+}
+
+func (h chunkHeader) end() int64 { return h.Base + int64(h.Count) }
+
+// encodeChunk encodes a chunk holding batches (their BaseOffset must be
+// contiguous from base). A fence chunk has no batches.
+func encodeChunk(kind byte, sess sessionKey, base int64, id putID, batches []stream.Batch) []byte {
+	size := chunkHeaderLen
+	for _, b := range batches {
+		size += batchEncodedLen(b)
+	}
+	buf := make([]byte, chunkHeaderLen, size)
+	var count uint64
+	for _, b := range batches {
+		buf = appendBatch(buf, b)
+		count += uint64(b.Count)
+	}
+	body := buf[chunkHeaderLen:]
+	h := chunkHeader{Kind: kind, Sess: sess, Base: base, Count: count, Batches: uint32(len(batches)),
+		BodyLen: uint32(len(body)), BodyCRC: stream.Checksum(body), PutID: id}
+	putChunkHeader(buf[:chunkHeaderLen], h)
+	return buf
+}
+
+func putChunkHeader(b []byte, h chunkHeader) {
+	b[0], b[1], b[2], b[3] = magicChunk[0], magicChunk[1], codecVersion, h.Kind
+	binary.BigEndian.PutUint64(b[4:], h.Sess.Epoch)
+	binary.BigEndian.PutUint64(b[12:], h.Sess.Session)
+	binary.BigEndian.PutUint64(b[20:], uint64(h.Base))
+	binary.BigEndian.PutUint64(b[28:], h.Count)
+	binary.BigEndian.PutUint32(b[36:], h.Batches)
+	binary.BigEndian.PutUint32(b[40:], h.BodyLen)
+	binary.BigEndian.PutUint32(b[44:], h.BodyCRC)
+	copy(b[48:64], h.PutID[:])
+	binary.BigEndian.PutUint32(b[64:], stream.Checksum(b[:64]))
+}
+
+// decodeChunkHeader decodes the first chunkHeaderLen bytes of a chunk.
+func decodeChunkHeader(b []byte) (chunkHeader, error) {
+	var h chunkHeader
+	if len(b) < chunkHeaderLen {
+		return h, corruptf("chunk header: %d bytes, want %d", len(b), chunkHeaderLen)
+	}
+	if b[0] != magicChunk[0] || b[1] != magicChunk[1] {
+		return h, corruptf("chunk header: bad magic %q", b[:2])
+	}
+	if b[2] != codecVersion {
+		return h, corruptf("chunk header: unknown version %d", b[2])
+	}
+	if got, want := stream.Checksum(b[:64]), binary.BigEndian.Uint32(b[64:]); got != want {
+		return h, corruptf("chunk header: checksum %08x, stored %08x", got, want)
+	}
+	h.Kind = b[3]
+	h.Sess.Epoch = binary.BigEndian.Uint64(b[4:])
+	h.Sess.Session = binary.BigEndian.Uint64(b[12:])
+	h.Base = int64(binary.BigEndian.Uint64(b[20:]))
+	h.Count = binary.BigEndian.Uint64(b[28:])
+	h.Batches = binary.BigEndian.Uint32(b[36:])
+	h.BodyLen = binary.BigEndian.Uint32(b[40:])
+	h.BodyCRC = binary.BigEndian.Uint32(b[44:])
+	copy(h.PutID[:], b[48:64])
+	switch {
+	case h.Kind != chunkData && h.Kind != chunkFence:
+		return h, corruptf("chunk header: unknown kind %d", h.Kind)
+	case h.Base < 0 || h.Count > 1<<62 || h.Base > 1<<62:
+		return h, corruptf("chunk header: offsets base %d count %d out of range", h.Base, h.Count)
+	case h.Kind == chunkFence && (h.Count != 0 || h.Batches != 0 || h.BodyLen != 0):
+		return h, corruptf("chunk header: fence chunk with %d batches", h.Batches)
+	case h.Kind == chunkData && (h.Count == 0 || h.Batches == 0 || uint64(h.Batches) > h.Count):
+		return h, corruptf("chunk header: data chunk with %d batches and count %d", h.Batches, h.Count)
+	}
+	return h, nil
+}
+
+// decodeChunk decodes a whole chunk object and checks every checksum.
+// Returned batches alias b.
+func decodeChunk(b []byte) (chunkHeader, []stream.Batch, error) {
+	h, err := decodeChunkHeader(b)
+	if err != nil {
+		return h, nil, err
+	}
+	body := b[chunkHeaderLen:]
+	if uint64(len(body)) != uint64(h.BodyLen) {
+		return h, nil, corruptf("chunk body: %d bytes, header says %d", len(body), h.BodyLen)
+	}
+	if got := stream.Checksum(body); got != h.BodyCRC {
+		return h, nil, corruptf("chunk body: checksum %08x, stored %08x", got, h.BodyCRC)
+	}
+	batches := make([]stream.Batch, 0, h.Batches)
+	next := h.Base
+	for i := uint32(0); i < h.Batches; i++ {
+		bt, n, err := decodeBatch(body)
+		if err != nil {
+			return h, nil, fmt.Errorf("batch %d: %w", i, err)
+		}
+		if bt.BaseOffset != next {
+			return h, nil, corruptf("batch %d: base offset %d, want %d", i, bt.BaseOffset, next)
+		}
+		next += int64(bt.Count)
+		body = body[n:]
+		batches = append(batches, bt)
+	}
+	if len(body) != 0 || next != h.end() {
+		return h, nil, corruptf("chunk body: %d trailing bytes, batches end at %d, header at %d", len(body), next, h.end())
+	}
+	return h, batches, nil
+}
+
+// ---- batches ----
+
+const batchFixedLen = 8 + 4 + 8 + 4 + 4 + 4 // base, count, timestamp, nprops, payload len, crc
+
+func batchEncodedLen(b stream.Batch) int {
+	n := batchFixedLen + len(b.Payload)
+	for k, v := range b.Properties {
+		n += 8 + len(k) + len(v)
+	}
+	return n
+}
+
+func appendBatch(buf []byte, b stream.Batch) []byte {
+	start := len(buf)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(b.BaseOffset))
+	buf = binary.BigEndian.AppendUint32(buf, b.Count)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(b.Timestamp))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(b.Properties)))
+	keys := make([]string, 0, len(b.Properties))
+	for k := range b.Properties {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := b.Properties[k]
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(k)))
+		buf = append(buf, k...)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(v)))
+		buf = append(buf, v...)
+	}
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(b.Payload)))
+	buf = append(buf, b.Payload...)
+	return binary.BigEndian.AppendUint32(buf, stream.Checksum(buf[start:]))
+}
+
+// bytesReader is a bounds-checked cursor over bytes from outside.
+type bytesReader struct {
+	b   []byte
+	off int
+	err error
+}
+
+var errShort = errors.New("truncated")
+
+func (r *bytesReader) take(n uint64) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)-r.off) {
+		r.err = errShort
+		return nil
+	}
+	p := r.b[r.off : r.off+int(n)]
+	r.off += int(n)
+	return p
+}
+
+func (r *bytesReader) u8() byte {
+	if p := r.take(1); p != nil {
+		return p[0]
+	}
+	return 0
+}
+
+func (r *bytesReader) u32() uint32 {
+	if p := r.take(4); p != nil {
+		return binary.BigEndian.Uint32(p)
+	}
+	return 0
+}
+
+func (r *bytesReader) u64() uint64 {
+	if p := r.take(8); p != nil {
+		return binary.BigEndian.Uint64(p)
+	}
+	return 0
+}
+
+// decodeBatch decodes one batch from the front of b and returns the number
+// of bytes it used.
+func decodeBatch(b []byte) (stream.Batch, int, error) {
+	r := &bytesReader{b: b}
+	var bt stream.Batch
+	bt.BaseOffset = int64(r.u64())
+	bt.Count = r.u32()
+	bt.Timestamp = int64(r.u64())
+	np := r.u32()
+	if r.err == nil && uint64(np)*8 > uint64(len(b)) {
+		return bt, 0, corruptf("batch: %d properties in %d bytes", np, len(b))
+	}
+	if np > 0 {
+		bt.Properties = make(map[string]string, np)
+	}
+	for i := uint32(0); i < np && r.err == nil; i++ {
+		k := string(r.take(uint64(r.u32())))
+		v := string(r.take(uint64(r.u32())))
+		bt.Properties[k] = v
+	}
+	bt.Payload = r.take(uint64(r.u32()))
+	if r.err != nil {
+		return bt, 0, corruptf("batch: %v", r.err)
+	}
+	sum := stream.Checksum(b[:r.off])
+	if stored := r.u32(); r.err != nil || stored != sum {
+		return bt, 0, corruptf("batch at offset %d: checksum %08x, stored %08x (%v)", bt.BaseOffset, sum, stored, r.err)
+	}
+	if bt.Count == 0 || bt.BaseOffset < 0 || len(bt.Properties) != int(np) {
+		return bt, 0, corruptf("batch at offset %d: count %d, %d properties (%d distinct)", bt.BaseOffset, bt.Count, np, len(bt.Properties))
+	}
+	if bt.Payload == nil {
+		bt.Payload = []byte{}
+	}
+	return bt, r.off, nil
+}
+
+// ---- manifests ----
+
+const (
+	manCreate = 1
+	manOpen   = 2
+	manTrim   = 3
+	manDelete = 4
+)
+
+// indexEntry names one valid chunk of the chain.
+type indexEntry struct {
+	Seq   uint64
+	Base  int64
+	Count uint64
+	PutID putID
+}
+
+func (e indexEntry) end() int64 { return e.Base + int64(e.Count) }
+
+const indexEntryLen = 8 + 8 + 8 + 16
+
+// manifest is one version of a stream incarnation's metadata.
+type manifest struct {
+	Kind  byte
+	Owner sessionKey // the session that wrote it; Owner.Session == its version for opens
+	PutID putID
+	Start int64
+	// The chain as known up to slot IdxEnd-1: walks continue at IdxEnd
+	// with next offset IdxNext and running session IdxSess (R7).
+	IdxEnd  uint64
+	IdxNext int64
+	IdxSess sessionKey
+	// Index lists the valid chunks below IdxEnd that overlap Start.
+	Index []indexEntry
+}
+
+const manifestFixedLen = 2 + 1 + 1 + 16 + 16 + 8 + 8 + 8 + 16 + 4 + 4
+
+func encodeManifest(m *manifest) []byte {
+	b := make([]byte, 0, manifestFixedLen+len(m.Index)*indexEntryLen)
+	b = append(b, magicManifest[0], magicManifest[1], codecVersion, m.Kind)
+	b = binary.BigEndian.AppendUint64(b, m.Owner.Epoch)
+	b = binary.BigEndian.AppendUint64(b, m.Owner.Session)
+	b = append(b, m.PutID[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(m.Start))
+	b = binary.BigEndian.AppendUint64(b, m.IdxEnd)
+	b = binary.BigEndian.AppendUint64(b, uint64(m.IdxNext))
+	b = binary.BigEndian.AppendUint64(b, m.IdxSess.Epoch)
+	b = binary.BigEndian.AppendUint64(b, m.IdxSess.Session)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(m.Index)))
+	for _, e := range m.Index {
+		b = binary.BigEndian.AppendUint64(b, e.Seq)
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Base))
+		b = binary.BigEndian.AppendUint64(b, e.Count)
+		b = append(b, e.PutID[:]...)
+	}
+	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+}
+
+func decodeManifest(b []byte) (*manifest, error) {
+	if len(b) < manifestFixedLen {
+		return nil, corruptf("manifest: %d bytes", len(b))
+	}
+	if got, want := stream.Checksum(b[:len(b)-4]), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
+		return nil, corruptf("manifest: checksum %08x, stored %08x", got, want)
+	}
+	r := &bytesReader{b: b[:len(b)-4]}
+	if r.u8() != magicManifest[0] || r.u8() != magicManifest[1] {
+		return nil, corruptf("manifest: bad magic")
+	}
+	if v := r.u8(); v != codecVersion {
+		return nil, corruptf("manifest: unknown version %d", v)
+	}
+	m := &manifest{Kind: r.u8()}
+	m.Owner.Epoch, m.Owner.Session = r.u64(), r.u64()
+	copy(m.PutID[:], r.take(16))
+	m.Start = int64(r.u64())
+	m.IdxEnd = r.u64()
+	m.IdxNext = int64(r.u64())
+	m.IdxSess.Epoch, m.IdxSess.Session = r.u64(), r.u64()
+	n := r.u32()
+	if uint64(n)*indexEntryLen != uint64(len(r.b)-r.off) {
+		return nil, corruptf("manifest: %d index entries in %d bytes", n, len(r.b)-r.off)
+	}
+	m.Index = make([]indexEntry, n)
+	next := int64(-1)
+	for i := range m.Index {
+		e := &m.Index[i]
+		e.Seq, e.Base, e.Count = r.u64(), int64(r.u64()), r.u64()
+		copy(e.PutID[:], r.take(16))
+		if e.Count == 0 || e.Base < 0 || e.Count > 1<<62 || e.Base > 1<<62 || (next >= 0 && e.Base != next) ||
+			(i > 0 && e.Seq <= m.Index[i-1].Seq) || e.Seq >= m.IdxEnd {
+			return nil, corruptf("manifest: index entry %d (seq %d, base %d, count %d) out of order", i, e.Seq, e.Base, e.Count)
+		}
+		next = e.end()
+	}
+	switch {
+	case r.err != nil:
+		return nil, corruptf("manifest: %v", r.err)
+	case m.Kind < manCreate || m.Kind > manDelete:
+		return nil, corruptf("manifest: unknown kind %d", m.Kind)
+	case m.Start < 0 || m.IdxNext < 0 || m.Start > m.IdxNext || m.IdxNext > 1<<62:
+		return nil, corruptf("manifest: start %d, next %d out of range", m.Start, m.IdxNext)
+	case next >= 0 && next != m.IdxNext:
+		return nil, corruptf("manifest: index ends at %d, next is %d", next, m.IdxNext)
+	}
+	return m, nil
+}
+
+// ---- generations and hints ----
+
+const (
+	genLive      = 1
+	genTombstone = 2
+)
+
+// generation is one link of a stream's generation chain.
+type generation struct {
+	Kind byte
+	Inc  string
+}
+
+func encodeGeneration(g generation) []byte {
+	b := []byte{magicGen[0], magicGen[1], codecVersion, g.Kind}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(g.Inc)))
+	b = append(b, g.Inc...)
+	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+}
+
+func decodeGeneration(b []byte) (generation, error) {
+	var g generation
+	if len(b) < 12 {
+		return g, corruptf("generation: %d bytes", len(b))
+	}
+	if got, want := stream.Checksum(b[:len(b)-4]), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
+		return g, corruptf("generation: checksum %08x, stored %08x", got, want)
+	}
+	r := &bytesReader{b: b[:len(b)-4]}
+	if r.u8() != magicGen[0] || r.u8() != magicGen[1] || r.u8() != codecVersion {
+		return g, corruptf("generation: bad magic or version")
+	}
+	g.Kind = r.u8()
+	g.Inc = string(r.take(uint64(r.u32())))
+	switch {
+	case r.err != nil || r.off != len(r.b):
+		return g, corruptf("generation: bad length")
+	case g.Kind != genLive && g.Kind != genTombstone:
+		return g, corruptf("generation: unknown kind %d", g.Kind)
+	case g.Kind == genLive && !validIncID(g.Inc):
+		return g, corruptf("generation: bad incarnation id %q", g.Inc)
+	}
+	return g, nil
+}
+
+func encodeHint(v uint64) []byte {
+	b := []byte{magicHint[0], magicHint[1], codecVersion}
+	b = binary.BigEndian.AppendUint64(b, v)
+	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+}
+
+func decodeHint(b []byte) (uint64, error) {
+	if len(b) != 15 || b[0] != magicHint[0] || b[1] != magicHint[1] || b[2] != codecVersion {
+		return 0, corruptf("hint: bad format")
+	}
+	if stream.Checksum(b[:11]) != binary.BigEndian.Uint32(b[11:]) {
+		return 0, corruptf("hint: bad checksum")
+	}
+	return binary.BigEndian.Uint64(b[3:]), nil
+}

@@ -1,0 +1,152 @@
+package chunked
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// call runs one Storage call bounded by Options.OpTimeout. It returns when
+// the call does or when the timeout passes, whichever is first, so a
+// backend that hangs (a stopped server, a stuck mount) surfaces as
+// ErrUnavailable promptly; a put abandoned this way has an unknown outcome
+// and the protocol treats it so (R1, R6).
+func (s *Store) call(ctx context.Context, op, key string, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- f(ctx) }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, stream.ErrAlreadyExists), errors.Is(err, stream.ErrNotFound):
+		return err
+	case errors.Is(err, stream.ErrUnavailable):
+		return fmt.Errorf("chunked %s %s (%s): %w", op, key, s.opts.Driver, err)
+	}
+	return fmt.Errorf("%w: chunked %s %s (%s): %w", stream.ErrUnavailable, op, key, s.opts.Driver, err)
+}
+
+func (s *Store) putIfAbsent(ctx context.Context, key string, data []byte) error {
+	return s.call(ctx, "put-if-absent", key, func(ctx context.Context) error { return s.st.PutIfAbsent(ctx, key, data) })
+}
+
+func (s *Store) get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	var out []byte
+	err := s.call(ctx, "get", key, func(ctx context.Context) error {
+		b, err := s.st.Get(ctx, key, off, n)
+		out = b
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// getManifest reads manifest v; ok is false when it does not exist.
+func (s *Store) getManifest(ctx context.Context, l layout, v uint64) (m *manifest, ok bool, err error) {
+	key := l.manifest(v)
+	b, err := s.get(ctx, key, 0, -1)
+	if errors.Is(err, stream.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	m, err = decodeManifest(b)
+	if err != nil {
+		return nil, false, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
+	}
+	return m, true, nil
+}
+
+// getChunkHeader reads the header of slot seq; ok is false when the slot is
+// empty.
+func (s *Store) getChunkHeader(ctx context.Context, l layout, seq uint64) (h chunkHeader, ok bool, err error) {
+	key := l.chunk(seq)
+	b, err := s.get(ctx, key, 0, chunkHeaderLen)
+	if errors.Is(err, stream.ErrNotFound) {
+		return h, false, nil
+	}
+	if err != nil {
+		return h, false, err
+	}
+	h, err = decodeChunkHeader(b)
+	if err != nil {
+		return h, false, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
+	}
+	return h, true, nil
+}
+
+// readHint returns the manifest version the hint names, or 0 when it is
+// absent or unreadable (the hint is only a starting point: R4 probing
+// finds the newest manifest from any version that exists).
+func (s *Store) readHint(ctx context.Context, l layout) (uint64, error) {
+	b, err := s.get(ctx, l.hint(), 0, -1)
+	if errors.Is(err, stream.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := decodeHint(b)
+	if err != nil {
+		s.opts.Logger.Warn("chunked: ignoring unreadable hint", "stream", l.name, "key", l.hint(), "err", err)
+		return 0, nil
+	}
+	return v, nil
+}
+
+// writeHint records v as the newest manifest version (best effort: a lost
+// or stale hint costs a few probes, never correctness).
+func (s *Store) writeHint(ctx context.Context, l layout, v uint64) {
+	key := l.hint()
+	err := s.call(ctx, "put", key, func(ctx context.Context) error { return s.st.Put(ctx, key, encodeHint(v)) })
+	if err != nil {
+		s.opts.Logger.Debug("chunked: hint not written", "stream", l.name, "version", v, "err", err)
+	}
+}
+
+// latestManifest finds the newest manifest by probing forward from the hint
+// (never LIST). errDeleted when the incarnation's objects are gone.
+func (s *Store) latestManifest(ctx context.Context, l layout) (uint64, *manifest, error) {
+	v, err := s.readHint(ctx, l)
+	if err != nil {
+		return 0, nil, err
+	}
+	m, ok, err := s.getManifest(ctx, l, v)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !ok && v != 0 {
+		// Manifests are never deleted while the incarnation lives; a hint
+		// ahead of them is impossible, so start again from the first.
+		v = 0
+		m, ok, err = s.getManifest(ctx, l, 0)
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: stream %q: incarnation %s has no manifest", stream.ErrNotFound, l.name, l.inc)
+	}
+	for {
+		next, ok, err := s.getManifest(ctx, l, v+1)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !ok {
+			return v, m, nil
+		}
+		v, m = v+1, next
+	}
+}

@@ -1,0 +1,125 @@
+package chunked
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// trim moves the start offset to newStart durably by writing the next
+// manifest (docs/engine.md, "Trim"). R5: it first probes the manifest chain
+// and is fenced by a newer session's manifest; on a collision it reads the
+// winner and probes again. When the manifest is written, GC of the slots it
+// authorises runs in the background (R2).
+func (w *writer) trim(ctx context.Context, newStart int64) error {
+	if w.failed != nil {
+		return w.failed
+	}
+	if newStart > w.ch.Tail.Next {
+		return fmt.Errorf("%w: stream %q: trim to %d, next offset is %d", stream.ErrOffsetOutOfRange, w.l.name, newStart, w.ch.Tail.Next)
+	}
+	if newStart <= w.ch.Start {
+		return nil
+	}
+	v := w.ch.KnownV
+	for {
+		for {
+			m, ok, err := w.s.getManifest(ctx, w.l, v+1)
+			if err != nil {
+				return fmt.Errorf("stream %q: trim to %d: %w", w.l.name, newStart, err)
+			}
+			if !ok {
+				break
+			}
+			if m.Kind == manDelete {
+				w.fence(deletedFence(w.l))
+				return w.failed
+			}
+			if w.self.less(m.Owner) {
+				w.fence(fmt.Errorf("%w: stream %q: trim found manifest %s of newer session %v", stream.ErrFenced, w.l.name, w.l.manifest(v+1), m.Owner))
+				return w.failed
+			}
+			v++
+		}
+		start := max(newStart, w.ch.Start)
+		i, _ := slices.BinarySearchFunc(w.ch.Entries, start, func(e indexEntry, off int64) int {
+			if e.end() <= off {
+				return -1
+			}
+			return 1
+		})
+		m := &manifest{Kind: manTrim, Owner: w.self, PutID: w.s.newPutID(), Start: start,
+			IdxEnd: w.ch.Tail.Seq, IdxNext: w.ch.Tail.Next, IdxSess: w.ch.Tail.Max,
+			Index: slices.Clone(w.ch.Entries[i:])}
+		won, _, err := w.s.putManifest(ctx, w.l, v+1, m)
+		if err != nil {
+			return fmt.Errorf("stream %q: trim to %d: %w", w.l.name, newStart, err)
+		}
+		if !won {
+			continue // someone else's manifest holds v+1: probe again
+		}
+		w.ch.KnownV = v + 1
+		w.ch.Start = start
+		w.ch.Entries = w.ch.Entries[i:]
+		w.publish()
+		w.s.writeHint(ctx, w.l, v+1)
+		w.s.startGC(w.l, m)
+		return nil
+	}
+}
+
+// startGC deletes, in the background, the slots below m.IdxEnd that m does
+// not index (R2: GC by manifest, never by offsets): chunks wholly below the
+// start, fence chunks and zombies. Slots at or after IdxEnd are never
+// touched.
+func (s *Store) startGC(l layout, m *manifest) {
+	keep := map[uint64]bool{}
+	for _, e := range m.Index {
+		keep[e.Seq] = true
+	}
+	s.gcs.Add(1)
+	go func() {
+		defer s.gcs.Done()
+		ctx := s.ctx
+		after := ""
+		for {
+			var keys []string
+			err := s.call(ctx, "list", l.chunkPrefix(), func(ctx context.Context) error {
+				k, err := s.st.List(ctx, l.chunkPrefix(), after, 1000)
+				keys = k
+				return err
+			})
+			if err != nil {
+				s.opts.Logger.Warn("chunked: GC list failed", "stream", l.name, "err", err)
+				return
+			}
+			var del []string
+			done := len(keys) == 0
+			for _, k := range keys {
+				seq, ok := l.chunkSeq(k)
+				if !ok {
+					continue
+				}
+				if seq >= m.IdxEnd {
+					done = true
+					break
+				}
+				if !keep[seq] {
+					del = append(del, k)
+				}
+			}
+			if len(del) > 0 {
+				if err := s.call(ctx, "delete", l.chunkPrefix(), func(ctx context.Context) error { return s.st.Delete(ctx, del) }); err != nil {
+					s.opts.Logger.Warn("chunked: GC delete failed", "stream", l.name, "err", err)
+					return
+				}
+			}
+			if done {
+				return
+			}
+			after = keys[len(keys)-1]
+		}
+	}()
+}

@@ -1,0 +1,616 @@
+package chunked
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// writer is a read-write session. One goroutine (run) owns the session's
+// protocol state: the chain, the append queue, the chunk puts in flight,
+// the ack probes. Append, Trim and Close talk to it over channels; Fetch
+// reads the published view (mu).
+type writer struct {
+	s    *Store
+	l    layout
+	self sessionKey
+
+	reqs     chan *appendReq
+	trims    chan *trimReq
+	results  chan any // putResult | probeResult
+	closing  chan struct{}
+	done     chan struct{}
+	closeOne sync.Once
+
+	mu   sync.Mutex
+	view view
+
+	// Owned by run.
+	ch          chain
+	queue       []*appendReq
+	queuedBytes int
+	pending     []*pend
+	nextSlot    uint64
+	nextBase    int64
+	ev          uint64 // event counter ordering confirmations and probes (R3)
+	checkedUpTo uint64 // confirmations before this event are cleared by a probe
+	probing     bool
+	outstanding int // put and probe goroutines not yet reported
+	needRewalk  bool
+	failed      error // terminal: ErrFenced, or errDeleted
+	isClosing   bool
+	timer       *time.Timer
+	timerAt     time.Time
+}
+
+// view is what Fetch and the offset accessors read.
+type view struct {
+	start, next int64
+	entries     []indexEntry
+	err         error
+}
+
+type appendReq struct {
+	b        stream.Batch
+	size     int
+	at       time.Time
+	complete func(stream.AppendResult, error)
+}
+
+type trimReq struct {
+	newStart int64
+	errc     chan error
+}
+
+const (
+	stInflight = iota
+	stConfirmed
+	stLost
+	stUnknown
+)
+
+// pend is one chunk put of the pipeline.
+type pend struct {
+	slot        uint64
+	base, end   int64
+	reqs        []*appendReq
+	batches     []stream.Batch
+	id          putID
+	data        []byte
+	state       int
+	gen         int
+	confirmedAt uint64
+	err         error
+}
+
+type putResult struct {
+	p     *pend
+	gen   int
+	state int
+	hdr   chunkHeader
+	err   error
+}
+
+type probeResult struct {
+	v        uint64
+	issuedAt uint64
+	m        *manifest
+	err      error
+}
+
+func newWriter(s *Store, l layout, self sessionKey, c chain) *writer {
+	w := &writer{
+		s: s, l: l, self: self,
+		reqs:     make(chan *appendReq),
+		trims:    make(chan *trimReq),
+		results:  make(chan any, s.opts.MaxInflightChunks+1),
+		closing:  make(chan struct{}),
+		done:     make(chan struct{}),
+		ch:       c,
+		nextSlot: c.Tail.Seq,
+		nextBase: c.Tail.Next,
+	}
+	w.publish()
+	go w.run()
+	return w
+}
+
+// ---- the stream.Stream API ----
+
+func (w *writer) Name() string  { return w.l.name }
+func (w *writer) Epoch() uint64 { return w.self.Epoch }
+
+func (w *writer) StartOffset() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.view.start
+}
+
+func (w *writer) NextOffset() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.view.next
+}
+
+func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
+	if err := w.s.Info().CheckBatch(b); err != nil {
+		return stream.FailedAppend(fmt.Errorf("stream %q: %w", w.l.name, err))
+	}
+	if err := ctx.Err(); err != nil {
+		return stream.FailedAppend(err)
+	}
+	select {
+	case <-w.closing:
+		return stream.FailedAppend(w.closedErr())
+	default:
+	}
+	f, complete := stream.NewAppendFuture()
+	// The engine owns its copy: the caller may reuse b's buffers at once.
+	r := &appendReq{b: copyBatch(b), size: b.Size(), complete: complete}
+	select {
+	case w.reqs <- r:
+		return f
+	case <-ctx.Done():
+		return stream.FailedAppend(ctx.Err())
+	case <-w.closing:
+		return stream.FailedAppend(w.closedErr())
+	case <-w.done:
+		return stream.FailedAppend(w.closedErr())
+	}
+}
+
+func (w *writer) closedErr() error {
+	return fmt.Errorf("%w: stream %q session %v", stream.ErrClosed, w.l.name, w.self)
+}
+
+func (w *writer) Trim(ctx context.Context, newStart int64) error {
+	r := &trimReq{newStart: newStart, errc: make(chan error, 1)}
+	select {
+	case <-w.closing:
+		return w.closedErr()
+	default:
+	}
+	select {
+	case w.trims <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.closing:
+		return w.closedErr()
+	case <-w.done:
+		return w.closedErr()
+	}
+	select {
+	case err := <-r.errc:
+		return err
+	case <-w.done:
+		return w.closedErr()
+	}
+}
+
+func (w *writer) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]stream.Batch, error) {
+	select {
+	case <-w.closing:
+		return nil, w.closedErr()
+	default:
+	}
+	w.mu.Lock()
+	v := w.view
+	w.mu.Unlock()
+	out, err := w.s.fetch(ctx, w.l, v.start, v.next, v.entries, start, end, maxBytes)
+	if errors.Is(err, errChunkGone) {
+		w.mu.Lock()
+		v2 := w.view
+		w.mu.Unlock()
+		if start < v2.start {
+			return nil, fmt.Errorf("%w: stream %q: offset %d is below the start offset %d", stream.ErrOffsetOutOfRange, w.l.name, start, v2.start)
+		}
+		return nil, fmt.Errorf("%w: stream %q: %w", stream.ErrCorrupt, w.l.name, err)
+	}
+	return out, err
+}
+
+func (w *writer) Close() error {
+	first := false
+	w.closeOne.Do(func() { first = true; close(w.closing) })
+	<-w.done
+	if !first {
+		return w.closedErr()
+	}
+	return nil
+}
+
+// ---- the session goroutine ----
+
+func (w *writer) run() {
+	defer close(w.done)
+	defer w.s.sessionDone(w)
+	ctx := w.s.ctx
+	closing, ctxDone := w.closing, ctx.Done()
+	for {
+		if (w.isClosing || ctxDone == nil) && len(w.queue) == 0 && len(w.pending) == 0 && w.outstanding == 0 {
+			return
+		}
+		w.pump(ctx)
+		reqs := w.reqs
+		if w.isClosing || w.queuedBytes >= w.maxQueuedBytes() {
+			reqs = nil
+		}
+		var timerC <-chan time.Time
+		if w.timer != nil {
+			timerC = w.timer.C
+		}
+		// Results first, so that a replay of the same schedule takes the
+		// same path (the simulation test depends on it).
+		select {
+		case r := <-w.results:
+			w.onResult(r)
+			continue
+		default:
+		}
+		select {
+		case r := <-w.results:
+			w.onResult(r)
+		case r := <-reqs:
+			w.admit(r)
+		case t := <-w.trims:
+			t.errc <- w.trim(ctx, t.newStart)
+		case <-timerC:
+			w.timer = nil
+		case <-closing:
+			w.isClosing = true
+			closing = nil
+		case <-ctxDone:
+			ctxDone = nil
+			w.fence(fmt.Errorf("%w: stream %q: store closed", stream.ErrClosed, w.l.name))
+		}
+	}
+}
+
+func (w *writer) maxQueuedBytes() int {
+	return max(2*w.s.opts.MaxChunkBytes, w.s.opts.MaxBatchBytes)
+}
+
+func (w *writer) admit(r *appendReq) {
+	if w.failed != nil {
+		r.complete(stream.AppendResult{}, w.failed)
+		return
+	}
+	r.at = time.Now()
+	w.queue = append(w.queue, r)
+	w.queuedBytes += r.size
+}
+
+// pump does what the state allows: a re-walk that is due, cutting chunks
+// (group commit), and the ack probe.
+func (w *writer) pump(ctx context.Context) {
+	if w.failed != nil {
+		w.failQueue(w.failed)
+		return
+	}
+	if w.needRewalk && len(w.pending) == 0 && w.outstanding == 0 && len(w.queue) > 0 {
+		if err := w.rewalk(ctx); err != nil {
+			w.failQueue(err)
+			return
+		}
+	}
+	for w.canCut() && len(w.queue) > 0 {
+		if !w.lingerOver() {
+			break
+		}
+		w.cut()
+	}
+	w.maybeProbe()
+}
+
+func (w *writer) lingerOver() bool {
+	o := w.s.opts
+	if o.Linger <= 0 || w.isClosing || w.queuedBytes >= o.MaxChunkBytes {
+		return true
+	}
+	at := w.queue[0].at.Add(o.Linger)
+	if !time.Now().Before(at) {
+		return true
+	}
+	if w.timer == nil || !w.timerAt.Equal(at) {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		w.timer, w.timerAt = time.NewTimer(time.Until(at)), at
+	}
+	return false
+}
+
+func (w *writer) canCut() bool {
+	if w.failed != nil || w.needRewalk || len(w.pending) >= w.s.opts.MaxInflightChunks {
+		return false
+	}
+	for _, p := range w.pending {
+		if p.state != stInflight && p.state != stConfirmed {
+			return false
+		}
+	}
+	return true
+}
+
+// cut makes the next chunk from the front of the queue.
+func (w *writer) cut() {
+	limit := w.s.opts.MaxChunkBytes
+	n, size := 0, 0
+	for n < len(w.queue) && (n == 0 || size+w.queue[n].size <= limit) {
+		size += w.queue[n].size
+		n++
+	}
+	reqs := w.queue[:n:n]
+	w.queue = w.queue[n:]
+	w.queuedBytes -= size
+	p := &pend{slot: w.nextSlot, reqs: reqs}
+	w.place(p, w.nextSlot, w.nextBase)
+	w.nextSlot, w.nextBase = p.slot+1, p.end
+	w.pending = append(w.pending, p)
+}
+
+// place (re)builds p for slot at base with a fresh put id and starts its
+// put.
+func (w *writer) place(p *pend, slot uint64, base int64) {
+	p.slot, p.base = slot, base
+	p.batches = make([]stream.Batch, len(p.reqs))
+	off := base
+	for i, r := range p.reqs {
+		b := r.b
+		b.BaseOffset = off
+		off += int64(b.Count)
+		p.batches[i] = b
+	}
+	p.end = off
+	p.id = w.s.newPutID()
+	p.data = encodeChunk(chunkData, w.self, base, p.id, p.batches)
+	p.state = stInflight
+	p.gen++
+	w.startPut(p)
+}
+
+// startPut runs p's put-if-absent and, on a collision, reads the winner's
+// header (R1: the slot is ours only if it carries this put's id).
+func (w *writer) startPut(p *pend) {
+	w.outstanding++
+	key, data, id, gen := w.l.chunk(p.slot), p.data, p.id, p.gen
+	ctx := w.s.ctx
+	go func() {
+		r := putResult{p: p, gen: gen}
+		err := w.s.putIfAbsent(ctx, key, data)
+		switch {
+		case err == nil:
+			r.state = stConfirmed
+		case errors.Is(err, stream.ErrAlreadyExists):
+			h, ok, err := w.s.getChunkHeader(ctx, w.l, p.slot)
+			switch {
+			case err != nil:
+				r.state, r.err = stUnknown, err
+			case !ok:
+				r.state, r.err = stUnknown, fmt.Errorf("%w: stream %q: %s reported taken but absent", stream.ErrUnavailable, w.l.name, key)
+			case h.PutID == id:
+				r.state = stConfirmed
+			default:
+				r.state, r.hdr = stLost, h
+			}
+		default:
+			r.state, r.err = stUnknown, err
+		}
+		w.results <- r
+	}()
+}
+
+// maybeProbe starts the ack probe (R3) when the head of the pipeline is
+// confirmed but not yet cleared by a probe that began after it.
+func (w *writer) maybeProbe() {
+	if w.probing || w.failed != nil || len(w.pending) == 0 {
+		return
+	}
+	h := w.pending[0]
+	if h.state != stConfirmed || h.confirmedAt < w.checkedUpTo {
+		return
+	}
+	w.ev++
+	w.probing = true
+	w.outstanding++
+	v, at, ctx := w.ch.KnownV+1, w.ev, w.s.ctx
+	go func() {
+		m, ok, err := w.s.getManifest(ctx, w.l, v)
+		r := probeResult{v: v, issuedAt: at, err: err}
+		if ok {
+			r.m = m
+		}
+		w.results <- r
+	}()
+}
+
+func (w *writer) onResult(r any) {
+	w.outstanding--
+	switch r := r.(type) {
+	case putResult:
+		w.onPut(r)
+	case probeResult:
+		w.onProbe(r)
+	}
+	w.advance()
+}
+
+func (w *writer) onPut(r putResult) {
+	p := r.p
+	if p.gen != r.gen || p.state != stInflight || !w.isPending(p) {
+		return // a put of an earlier placement, or of a failed append
+	}
+	switch r.state {
+	case stConfirmed:
+		w.ev++
+		p.state, p.confirmedAt = stConfirmed, w.ev
+	case stLost:
+		if w.self.less(r.hdr.Sess) {
+			w.fence(fmt.Errorf("%w: stream %q: slot %s taken by newer session %v", stream.ErrFenced, w.l.name, w.l.chunk(p.slot), r.hdr.Sess))
+			return
+		}
+		p.state = stLost
+	case stUnknown:
+		p.state, p.err = stUnknown, r.err
+	}
+}
+
+func (w *writer) onProbe(r probeResult) {
+	w.probing = false
+	switch {
+	case r.err != nil:
+		// Confirmed puts cannot be acked without the probe: their outcome
+		// is unknown to the caller (they may appear).
+		w.fail(0, fmt.Errorf("stream %q: ack probe of %s: %w", w.l.name, w.l.manifest(r.v), r.err))
+		w.needRewalk = true
+	case r.m == nil:
+		if r.v == w.ch.KnownV+1 && r.issuedAt > w.checkedUpTo {
+			w.checkedUpTo = r.issuedAt
+		}
+	case r.m.Kind == manDelete:
+		w.fence(deletedFence(w.l))
+	case w.self.less(r.m.Owner):
+		w.fence(fmt.Errorf("%w: stream %q: manifest %s of session %v is newer than session %v", stream.ErrFenced, w.l.name, w.l.manifest(r.v), r.m.Owner, w.self))
+	default:
+		// One's own manifest (a trim whose put outcome was unknown), or
+		// an older session's: move on to the next version.
+		w.ch.KnownV = max(w.ch.KnownV, r.v)
+	}
+}
+
+func deletedFence(l layout) error {
+	return fmt.Errorf("%w: stream %q incarnation %s was deleted", stream.ErrFenced, l.name, l.inc)
+}
+
+func (w *writer) isPending(p *pend) bool {
+	for _, q := range w.pending {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// advance acks the head of the pipeline while it is confirmed and cleared
+// (R3), and handles lost and unknown puts.
+func (w *writer) advance() {
+	if w.failed != nil {
+		return
+	}
+	for len(w.pending) > 0 {
+		h := w.pending[0]
+		if h.state == stConfirmed && h.confirmedAt < w.checkedUpTo {
+			w.ack(h)
+			w.pending = w.pending[1:]
+			continue
+		}
+		if h.state == stUnknown {
+			w.fail(0, fmt.Errorf("stream %q: append at offset %d (%s), outcome unknown: %w", w.l.name, h.base, w.l.chunk(h.slot), h.err))
+			w.needRewalk = true
+		}
+		break
+	}
+	if len(w.pending) == 0 {
+		return
+	}
+	lost, resolved := false, true
+	for _, p := range w.pending {
+		lost = lost || p.state == stLost
+		resolved = resolved && p.state != stInflight
+	}
+	if !lost || !resolved || w.pending[0].state == stConfirmed {
+		return
+	}
+	for i, p := range w.pending {
+		if p.state == stUnknown {
+			w.fail(i, fmt.Errorf("stream %q: append at offset %d (%s), outcome unknown: %w", w.l.name, p.base, w.l.chunk(p.slot), p.err))
+			break
+		}
+	}
+	if err := w.rewalk(w.s.ctx); err != nil {
+		w.fail(0, err)
+		w.needRewalk = !errors.Is(err, stream.ErrFenced)
+	}
+}
+
+// ack completes the appends of h, the confirmed and cleared head.
+func (w *writer) ack(h *pend) {
+	for i, r := range h.reqs {
+		b := h.batches[i]
+		r.complete(stream.AppendResult{BaseOffset: b.BaseOffset, NextOffset: b.EndOffset()}, nil)
+	}
+	w.ch.Entries = append(w.ch.Entries, indexEntry{Seq: h.slot, Base: h.base, Count: uint64(h.end - h.base), PutID: h.id})
+	w.ch.Tail = tail{Seq: h.slot + 1, Next: h.end, Max: w.self}
+	w.s.cache.add(w.l, h.slot, h.id, h.batches, len(h.data))
+	w.publish()
+}
+
+// rewalk walks from the acked tail after a lost or unknown put and places
+// the pending chunks again at the first free slot. R6: if the walk found a
+// valid chunk (one's own late put, say), the pending appends fail instead
+// of being placed after it.
+func (w *writer) rewalk(ctx context.Context) error {
+	res, err := w.s.walk(ctx, w.l, &w.ch, &w.self)
+	if err != nil {
+		if errors.Is(err, stream.ErrFenced) || errors.Is(err, errDeleted) {
+			w.fence(err)
+		}
+		return err
+	}
+	w.needRewalk = false
+	if res.Found > 0 && len(w.pending) > 0 {
+		w.fail(0, fmt.Errorf("%w: stream %q: a re-walk found valid chunks after the last ack; the unacked appends were not placed again", stream.ErrUnavailable, w.l.name))
+	}
+	slot, base := w.ch.Tail.Seq, w.ch.Tail.Next
+	for _, p := range w.pending {
+		w.place(p, slot, base)
+		slot, base = slot+1, p.end
+	}
+	w.nextSlot, w.nextBase = slot, base
+	w.publish()
+	return nil
+}
+
+// fail fails the pending appends from index i on, and every queued one
+// (no gaps: later in-flight appends fail with an earlier one).
+func (w *writer) fail(i int, err error) {
+	for _, p := range w.pending[i:] {
+		for _, r := range p.reqs {
+			r.complete(stream.AppendResult{}, err)
+		}
+	}
+	w.pending = w.pending[:i]
+	w.nextSlot, w.nextBase = w.ch.Tail.Seq, w.ch.Tail.Next
+	if len(w.pending) > 0 {
+		last := w.pending[len(w.pending)-1]
+		w.nextSlot, w.nextBase = last.slot+1, last.end
+	}
+	w.failQueue(err)
+}
+
+func (w *writer) failQueue(err error) {
+	for _, r := range w.queue {
+		r.complete(stream.AppendResult{}, err)
+	}
+	w.queue, w.queuedBytes = nil, 0
+}
+
+// fence ends the session: every unacked append fails with err.
+func (w *writer) fence(err error) {
+	w.fail(0, err)
+	w.failed = err
+	w.mu.Lock()
+	w.view.err = err
+	w.mu.Unlock()
+	w.s.opts.Logger.Info("chunked: session fenced", "stream", w.l.name, "session", w.self.String(), "err", err)
+}
+
+func (w *writer) publish() {
+	w.mu.Lock()
+	w.view.start, w.view.next, w.view.entries = w.ch.Start, w.ch.Tail.Next, w.ch.Entries
+	w.mu.Unlock()
+}
