@@ -76,19 +76,8 @@ func casePipelinedInOrder(e *env) {
 		futs[i] = st.Append(e.ctx, bs[i])
 		order.add(futs[i])
 	}
-	var acks []acked
-	next := int64(0)
-	for i, f := range futs {
-		r, err := f.Wait(e.ctx)
-		if err != nil {
-			e.t.Fatalf("append %d of %d: %v", i, n, err)
-		}
-		if r.BaseOffset != next {
-			e.t.Fatalf("append %d of %d: base %d, want %d", i, n, r.BaseOffset, next)
-		}
-		next = r.NextOffset
-		acks = append(acks, acked{Base: r.BaseOffset, Batch: bs[i]})
-	}
+	acks := e.waitContiguous(st, futs, bs, 0)
+	next := endOf(acks)
 	if err := order.check(); err != nil {
 		e.t.Fatalf("%v", err)
 	}
@@ -132,19 +121,7 @@ func casePipelinedGoroutines(e *env) {
 		}()
 	}
 	wg.Wait()
-	var acks []acked
-	next := int64(0)
-	for i, f := range futs {
-		r, err := f.Wait(e.ctx)
-		if err != nil {
-			e.t.Fatalf("append %d (global call order) of %d: %v", i, len(futs), err)
-		}
-		if r.BaseOffset != next {
-			e.t.Fatalf("append %d (global call order): base %d, want %d", i, r.BaseOffset, next)
-		}
-		next = r.NextOffset
-		acks = append(acks, acked{Base: r.BaseOffset, Batch: calls[i]})
-	}
+	acks := e.waitContiguous(st, futs, calls, 0)
 	if err := order.check(); err != nil {
 		e.t.Fatalf("%v", err)
 	}
@@ -181,19 +158,7 @@ func casePipelinedVaried(e *env) {
 		bs[i] = b
 		futs[i] = st.Append(e.ctx, b)
 	}
-	var acks []acked
-	next := int64(0)
-	for i, f := range futs {
-		r, err := f.Wait(e.ctx)
-		if err != nil {
-			e.t.Fatalf("append %d of %d (count %d, %d bytes): %v", i, n, bs[i].Count, len(bs[i].Payload), err)
-		}
-		if r.BaseOffset != next || r.NextOffset != next+int64(bs[i].Count) {
-			e.t.Fatalf("append %d (count %d): got [%d,%d), want [%d,%d)", i, bs[i].Count, r.BaseOffset, r.NextOffset, next, next+int64(bs[i].Count))
-		}
-		next = r.NextOffset
-		acks = append(acks, acked{Base: r.BaseOffset, Batch: bs[i]})
-	}
+	acks := e.waitContiguous(st, futs, bs, 0)
 	log := e.readAll(st)
 	if len(log) != n {
 		e.t.Fatalf("read %d batches, appended %d", len(log), n)

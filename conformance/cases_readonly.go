@@ -58,32 +58,29 @@ func caseROReadAfterAck(e *env) {
 		defer close(done)
 		futs := make([]*stream.AppendFuture, n)
 		bs := make([]stream.Batch, n)
-		for i := range n {
-			bs[i] = batch("raa", i, 16+(i*37)%3000)
-			futs[i] = w.Append(e.ctx, bs[i])
-			if i >= window {
-				j := i - window
-				res, err := futs[j].Wait(e.ctx)
-				if err != nil {
-					werr = fmt.Errorf("append %d: %w", j, err)
-					return
-				}
-				mu.Lock()
-				acks = append(acks, acked{Base: res.BaseOffset, Batch: bs[j]})
-				mu.Unlock()
-				ackedEnd.Store(res.NextOffset)
-			}
-		}
-		for j := max(0, n-window); j < n; j++ {
+		ack := func(j int) bool {
 			res, err := futs[j].Wait(e.ctx)
 			if err != nil {
 				werr = fmt.Errorf("append %d: %w", j, err)
-				return
+				return false
 			}
 			mu.Lock()
 			acks = append(acks, acked{Base: res.BaseOffset, Batch: bs[j]})
 			mu.Unlock()
 			ackedEnd.Store(res.NextOffset)
+			return true
+		}
+		for i := range n {
+			bs[i] = batch("raa", i, 16+(i*37)%3000)
+			futs[i] = w.Append(e.ctx, bs[i])
+			if i >= window && !ack(i-window) {
+				return
+			}
+		}
+		for j := max(0, n-window); j < n; j++ {
+			if !ack(j) {
+				return
+			}
 		}
 	}()
 	reads := 0

@@ -237,15 +237,22 @@ func (e *env) appendMany(st stream.Stream, tag string, n, size int) []acked {
 		bs[i] = batch(tag, i, size)
 		futs[i] = st.Append(e.ctx, bs[i])
 	}
-	out := make([]acked, n)
+	return e.waitContiguous(st, futs, bs, from)
+}
+
+// waitContiguous waits for futs (in call order, for batches bs) and checks
+// that every one succeeded with offsets contiguous from from.
+func (e *env) waitContiguous(st stream.Stream, futs []*stream.AppendFuture, bs []stream.Batch, from int64) []acked {
+	e.t.Helper()
+	out := make([]acked, len(futs))
 	next := from
 	for i, f := range futs {
 		r, err := f.Wait(e.ctx)
 		if err != nil {
-			e.t.Fatalf("pipelined append %d of %d to %q: %v", i, n, st.Name(), err)
+			e.t.Fatalf("pipelined append %d of %d (count %d, %d bytes) to %q: %v", i, len(futs), bs[i].Count, len(bs[i].Payload), st.Name(), err)
 		}
-		if r.BaseOffset != next {
-			e.t.Fatalf("pipelined append %d of %d to %q: base offset %d, want %d (offsets must be contiguous in call order)", i, n, st.Name(), r.BaseOffset, next)
+		if r.BaseOffset != next || r.NextOffset != next+int64(bs[i].Count) {
+			e.t.Fatalf("pipelined append %d of %d to %q: got [%d,%d), want [%d,%d) (offsets must be contiguous in call order)", i, len(futs), st.Name(), r.BaseOffset, r.NextOffset, next, next+int64(bs[i].Count))
 		}
 		next = r.NextOffset
 		out[i] = acked{Base: r.BaseOffset, Batch: bs[i]}
