@@ -53,6 +53,9 @@ type Options struct {
 	NewID func() string
 }
 
+// EngineVersion is the engine's version, the default Options.Version.
+const EngineVersion = "chunked/1"
+
 // Defaults of Options.
 const (
 	DefaultMaxChunkBytes     = 4 << 20
@@ -64,6 +67,9 @@ const (
 func (o Options) withDefaults() (Options, error) {
 	if o.Driver == "" {
 		o.Driver = "chunked"
+	}
+	if o.Version == "" {
+		o.Version = EngineVersion
 	}
 	if o.MaxBatchBytes == 0 {
 		o.MaxBatchBytes = stream.DefaultMaxBatchBytes

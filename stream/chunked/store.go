@@ -76,7 +76,10 @@ func (s *Store) Info() stream.Info {
 	}
 }
 
-func (s *Store) check(name string) error {
+func (s *Store) check(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
@@ -123,7 +126,7 @@ func (s *Store) live(ctx context.Context, name string) (layout, uint64, error) {
 // Create implements stream.Store: it writes the new incarnation's first
 // manifest, then links it into the generation chain with put-if-absent.
 func (s *Store) Create(ctx context.Context, name string) error {
-	if err := s.check(name); err != nil {
+	if err := s.check(ctx, name); err != nil {
 		return err
 	}
 	for {
@@ -180,7 +183,7 @@ func (s *Store) Create(ctx context.Context, name string) error {
 
 // Open implements stream.Store.
 func (s *Store) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
-	if err := s.check(name); err != nil {
+	if err := s.check(ctx, name); err != nil {
 		return nil, err
 	}
 	switch o.Mode {
@@ -242,7 +245,7 @@ func (s *Store) sessionDone(w *writer) {
 // chain, then remove the incarnation's chunks. Its manifests stay: they
 // are what fences every old holder and opener (docs/engine.md, "Delete").
 func (s *Store) Delete(ctx context.Context, name string) error {
-	if err := s.check(name); err != nil {
+	if err := s.check(ctx, name); err != nil {
 		return err
 	}
 	l, n, err := s.live(ctx, name)
@@ -314,6 +317,9 @@ func (s *Store) removeObjects(ctx context.Context, l layout, keepManifests bool)
 // List implements stream.Store. It is the one caller of Storage.List
 // besides GC and Delete.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()

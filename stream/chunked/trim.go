@@ -20,9 +20,6 @@ func (w *writer) trim(ctx context.Context, newStart int64) error {
 	if newStart > w.ch.Tail.Next {
 		return fmt.Errorf("%w: stream %q: trim to %d, next offset is %d", stream.ErrOffsetOutOfRange, w.l.name, newStart, w.ch.Tail.Next)
 	}
-	if newStart <= w.ch.Start {
-		return nil
-	}
 	v := w.ch.KnownV
 	for {
 		for {
@@ -43,7 +40,10 @@ func (w *writer) trim(ctx context.Context, newStart int64) error {
 			}
 			v++
 		}
-		start := max(newStart, w.ch.Start)
+		if newStart <= w.ch.Start {
+			return nil // a no-op, once the probe showed we are not fenced
+		}
+		start := newStart
 		i, _ := slices.BinarySearchFunc(w.ch.Entries, start, func(e indexEntry, off int64) int {
 			if e.end() <= off {
 				return -1

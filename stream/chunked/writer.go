@@ -62,6 +62,7 @@ type appendReq struct {
 }
 
 type trimReq struct {
+	ctx      context.Context
 	newStart int64
 	errc     chan error
 }
@@ -168,7 +169,10 @@ func (w *writer) closedErr() error {
 }
 
 func (w *writer) Trim(ctx context.Context, newStart int64) error {
-	r := &trimReq{newStart: newStart, errc: make(chan error, 1)}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &trimReq{ctx: ctx, newStart: newStart, errc: make(chan error, 1)}
 	select {
 	case <-w.closing:
 		return w.closedErr()
@@ -192,6 +196,9 @@ func (w *writer) Trim(ctx context.Context, newStart int64) error {
 }
 
 func (w *writer) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]stream.Batch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case <-w.closing:
 		return nil, w.closedErr()
@@ -257,7 +264,7 @@ func (w *writer) run() {
 		case r := <-reqs:
 			w.admit(r)
 		case t := <-w.trims:
-			t.errc <- w.trim(ctx, t.newStart)
+			t.errc <- w.trim(t.ctx, t.newStart)
 		case <-timerC:
 			w.timer = nil
 		case <-closing:
@@ -539,14 +546,14 @@ func (w *writer) advance() {
 
 // ack completes the appends of h, the confirmed and cleared head.
 func (w *writer) ack(h *pend) {
+	w.ch.Entries = append(w.ch.Entries, indexEntry{Seq: h.slot, Base: h.base, Count: uint64(h.end - h.base), PutID: h.id})
+	w.ch.Tail = tail{Seq: h.slot + 1, Next: h.end, Max: w.self}
+	w.s.cache.add(w.l, h.slot, h.id, h.batches, len(h.data))
+	w.publish() // before the futures: a Fetch after an ack sees it
 	for i, r := range h.reqs {
 		b := h.batches[i]
 		r.complete(stream.AppendResult{BaseOffset: b.BaseOffset, NextOffset: b.EndOffset()}, nil)
 	}
-	w.ch.Entries = append(w.ch.Entries, indexEntry{Seq: h.slot, Base: h.base, Count: uint64(h.end - h.base), PutID: h.id})
-	w.ch.Tail = tail{Seq: h.slot + 1, Next: h.end, Max: w.self}
-	w.s.cache.add(w.l, h.slot, h.id, h.batches, len(h.data))
-	w.publish()
 }
 
 // rewalk walks from the acked tail after a lost or unknown put and places
