@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -257,10 +259,12 @@ func casePingPong(e *env) {
 	type session struct {
 		st   stream.Stream
 		outs []outcome
-		done chan struct{}
+		stop   chan struct{} // closed once a newer session opened
+		done   chan struct{}
+		issued atomic.Int64
 	}
 	// write appends in a window of 8 until the session is fenced or stop.
-	write := func(ss *session, tag string, stop <-chan struct{}) {
+	write := func(ss *session, tag string) {
 		defer close(ss.done)
 		var futs []*stream.AppendFuture
 		var bs []stream.Batch
@@ -272,7 +276,7 @@ func casePingPong(e *env) {
 		}()
 		for i := 0; ; i++ {
 			select {
-			case <-stop:
+			case <-ss.stop:
 				return
 			default:
 			}
@@ -284,42 +288,58 @@ func casePingPong(e *env) {
 			b := batch(tag, i, 32+i%500)
 			futs = append(futs, ss.st.Append(e.ctx, b))
 			bs = append(bs, b)
+			ss.issued.Add(1)
 		}
 	}
 	var all []acked
 	var prev *session
 	rounds := e.h.scaled(8)
-	stop := make(chan struct{})
+	stopPrev := func() {
+		if prev != nil {
+			// Let the old writer go on into the fence: it stops by itself
+			// once an append fails, or after 8 more appends.
+			from := prev.issued.Load()
+			deadline := time.Now().Add(10 * time.Second)
+			for prev.issued.Load() < from+8 && time.Now().Before(deadline) {
+				select {
+				case <-prev.done:
+					deadline = time.Time{}
+				case <-time.After(time.Millisecond):
+				}
+			}
+			close(prev.stop)
+			<-prev.done
+		}
+	}
 	for round := range rounds {
 		st, err := stores[round%2].Open(e.ctx, name, stream.OpenOptions{Epoch: uint64(round + 1), CreateIfMissing: true})
 		if err != nil {
-			close(stop)
+			stopPrev()
 			e.t.Fatalf("round %d: open at epoch %d: %v", round, round+1, err)
 		}
 		e.closeStreamLater(st)
 		newNext := st.NextOffset()
 		if prev != nil {
-			<-prev.done
+			stopPrev()
 			acks, err := checkOldSession(prev.outs, newNext, stream.ErrFenced)
 			if err != nil {
-				close(stop)
 				e.t.Fatalf("round %d: session of epoch %d: %v", round, round, err)
 			}
 			all = append(all, acks...)
 		}
-		cur := &session{st: st, done: make(chan struct{})}
-		go write(cur, fmt.Sprintf("pp%d", round), stop)
+		cur := &session{st: st, stop: make(chan struct{}), done: make(chan struct{})}
+		go write(cur, fmt.Sprintf("pp%d", round))
 		// Let it write a little before the next takeover.
 		for range 1 + e.rng.IntN(3) {
 			if _, err := st.Fetch(e.ctx, st.StartOffset(), stream.NoEnd, 1); err != nil && !errors.Is(err, stream.ErrFenced) {
-				close(stop)
+				close(cur.stop)
+				<-cur.done
 				e.t.Fatalf("round %d: fetch: %v", round, err)
 			}
 		}
 		prev = cur
 	}
-	close(stop)
-	<-prev.done
+	stopPrev()
 	for _, o := range prev.outs {
 		if o.Err != nil {
 			e.t.Fatalf("last owner's append failed: %v", o.Err)

@@ -331,7 +331,11 @@ func sameBatch(got, want stream.Batch) error {
 	case got.Timestamp != want.Timestamp:
 		return fmt.Errorf("timestamp %d, want %d", got.Timestamp, want.Timestamp)
 	case !bytes.Equal(got.Payload, want.Payload):
-		return fmt.Errorf("payload %q (%d bytes) differs from the acked %q (%d bytes)", headOf(got.Payload), len(got.Payload), headOf(want.Payload), len(want.Payload))
+		at := 0
+		for at < len(got.Payload) && at < len(want.Payload) && got.Payload[at] == want.Payload[at] {
+			at++
+		}
+		return fmt.Errorf("payload %q (%d bytes) differs from the acked %q (%d bytes) from byte %d on", headOf(got.Payload), len(got.Payload), headOf(want.Payload), len(want.Payload), at)
 	case len(got.Properties) != len(want.Properties):
 		return fmt.Errorf("properties %v, want %v", got.Properties, want.Properties)
 	}
