@@ -257,8 +257,8 @@ func casePingPong(e *env) {
 	stores := []stream.Store{s1, s2}
 	name := e.name("s")
 	type session struct {
-		st   stream.Stream
-		outs []outcome
+		st     stream.Stream
+		outs   []outcome
 		stop   chan struct{} // closed once a newer session opened
 		done   chan struct{}
 		issued atomic.Int64
