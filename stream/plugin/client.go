@@ -15,6 +15,8 @@ import (
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/stratastream/strata/stream"
 	streamv1 "github.com/stratastream/strata/stream/plugin/proto/strata/stream/v1"
@@ -310,10 +312,19 @@ func (c *Client) callErr(ctx context.Context, what string, err error) error {
 	}
 	select {
 	case <-c.exited:
+		return c.exitErr(what)
+	default:
+	}
+	if status.Code(err) != codes.Unavailable {
+		return e
+	}
+	// The connection broke: the process is likely dying; name its exit.
+	select {
+	case <-c.exited:
+		return c.exitErr(what)
 	case <-time.After(exitGrace):
 		return e
 	}
-	return c.exitErr(what)
 }
 
 // exitErr is the error of a call on a Client whose process has exited.
