@@ -64,6 +64,5 @@ func engineOptions(cfg Config) chunked.Options {
 		MaxInflightChunks: cfg.Engine.MaxInflightChunks,
 		CacheBytes:        cfg.Engine.CacheBytes,
 		OpTimeout:         cfg.Timeouts.Operation,
-		Durable:           true,
 	}
 }
