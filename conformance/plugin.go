@@ -3,6 +3,8 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/stratastream/strata/stream"
@@ -23,7 +25,9 @@ import (
 // non-durable driver it drops the store without Close on the live process
 // (killing it would lose the data by design).
 func PluginHarness(ctx context.Context, binary string, config []byte, opts ...plugin.Option) (Harness, stream.Info, error) {
-	c, err := plugin.Start(ctx, binary, opts...)
+	// The check is quiet: its failure is the returned error.
+	quiet := append(slices.Clone(opts), plugin.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := plugin.Start(ctx, binary, quiet...)
 	if err != nil {
 		return Harness{}, stream.Info{}, err
 	}

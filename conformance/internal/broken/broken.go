@@ -8,8 +8,10 @@ package broken
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,13 +79,7 @@ func Harness(k Kind) conformance.Harness {
 	}
 	return conformance.Harness{
 		NewStore: func(t conformance.T) stream.Store {
-			return open(&world{
-				kind:   k,
-				ns:     fmt.Sprintf("broken-%s-%d-%d", k, time.Now().UnixNano(), worlds.Add(1)),
-				latest: map[string]stream.Stream{},
-				epochs: map[string]uint64{},
-				last:   map[*store]map[string]int64{},
-			})
+			return open(newWorld(k, fmt.Sprintf("broken-%s-%d-%d", k, time.Now().UnixNano(), worlds.Add(1))))
 		},
 		Second: func(t conformance.T, s stream.Store) stream.Store { return open(same(t, s)) },
 		Crash: func(t conformance.T, s stream.Store) stream.Store {
@@ -305,4 +301,56 @@ func (h *session) Trim(ctx context.Context, newStart int64) error {
 		}
 	}
 	return err
+}
+
+// Config is the config document of the broken drivers' plugin binary
+// (cmd/strata-driver-broken).
+type Config struct {
+	// Kind is the defect (see Kinds); empty or "none" is the healthy driver.
+	Kind Kind `json:"kind"`
+	// Namespace is the memory namespace; stores of one process with the
+	// same Namespace share streams.
+	Namespace string `json:"namespace"`
+}
+
+var (
+	worldsMu   sync.Mutex
+	worldsByNS = map[string]*world{}
+)
+
+// Open is the stream.Opener of the broken drivers' plugin binary: config is
+// a JSON Config.
+func Open(ctx context.Context, config []byte) (stream.Store, error) {
+	var c Config
+	if err := json.Unmarshal(config, &c); err != nil {
+		return nil, fmt.Errorf("%w: broken driver config: %v", stream.ErrInvalidArgument, err)
+	}
+	if c.Kind != "" && c.Kind != None && !slices.Contains(Kinds, c.Kind) {
+		return nil, fmt.Errorf("%w: broken driver config: unknown kind %q", stream.ErrInvalidArgument, c.Kind)
+	}
+	if c.Kind == "" {
+		c.Kind = None
+	}
+	m := memory.New(memory.Config{Namespace: c.Namespace})
+	if c.Kind == None {
+		return m, nil
+	}
+	worldsMu.Lock()
+	defer worldsMu.Unlock()
+	w := worldsByNS[c.Namespace]
+	if w == nil || c.Namespace == "" {
+		w = newWorld(c.Kind, c.Namespace)
+		worldsByNS[c.Namespace] = w
+	}
+	return &store{Store: m, w: w}, nil
+}
+
+func newWorld(k Kind, ns string) *world {
+	return &world{
+		kind:   k,
+		ns:     ns,
+		latest: map[string]stream.Stream{},
+		epochs: map[string]uint64{},
+		last:   map[*store]map[string]int64{},
+	}
 }
