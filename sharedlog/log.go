@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -526,7 +527,11 @@ func (l *Log) collect() {
 			err = wrapErr(l.name, "append", err)
 			if l.broken == nil {
 				l.broken = err
-				l.opts.Logger.Error("sharedlog: append failed; the log takes no more appends until reopened", "partition", l.name, "offset", p.base, "err", err)
+				level := slog.LevelError
+				if errors.Is(err, stream.ErrFenced) {
+					level = slog.LevelInfo
+				}
+				l.opts.Logger.Log(l.ctx, level, "sharedlog: append failed; the log takes no more appends until reopened", "partition", l.name, "offset", p.base, "err", err)
 			}
 		} else if r.NextOffset > l.hw {
 			l.hw = r.NextOffset

@@ -55,7 +55,11 @@ func Build(spec BatchSpec) []byte {
 	if spec.Marker != NoMarker {
 		n = 1
 		attrs |= 0x20 | 0x10
-		key := (&kmsg.ControlRecordKey{Version: 0, Type: kmsg.ControlRecordKeyType(spec.Marker - 1)}).AppendTo(nil)
+		typ := kmsg.ControlRecordKeyTypeCommit
+		if spec.Marker == AbortMarker {
+			typ = kmsg.ControlRecordKeyTypeAbort
+		}
+		key := (&kmsg.ControlRecordKey{Version: 0, Type: typ}).AppendTo(nil)
 		// The value of a marker: version int16, coordinator epoch int32.
 		val := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), 0)
 		recs = appendRecord(recs, kmsg.Record{Key: key, Value: val})
