@@ -42,13 +42,17 @@ type chain struct {
 
 // fromManifest is the chain as manifest m (version v) states it; a walk
 // continues from its tail, seeded with the chain's running session (R7).
-func fromManifest(v uint64, m *manifest) chain {
-	return chain{
+func (s *Store) fromManifest(v uint64, m *manifest) chain {
+	c := chain{
 		KnownV:  v,
 		Start:   m.Start,
 		Entries: append([]indexEntry(nil), m.Index...),
 		Tail:    tail{Seq: m.IdxEnd, Next: m.IdxNext, Max: m.IdxSess},
 	}
+	if s.opts.broken.seedWithOwner && m.Kind != manCreate {
+		c.Tail.Max = m.Owner
+	}
+	return c
 }
 
 func (c *chain) add(seq uint64, h chunkHeader) {
@@ -93,6 +97,9 @@ func (s *Store) walk(ctx context.Context, l layout, c *chain, self *sessionKey) 
 			continue
 		}
 		// R4: the walk ends only when the next manifest is absent too.
+		if s.opts.broken.noWalkProbe {
+			return res, nil
+		}
 		m, ok, err := s.getManifest(ctx, l, c.KnownV+1)
 		if err != nil {
 			return res, err
@@ -119,7 +126,7 @@ func (s *Store) walk(ctx context.Context, l layout, c *chain, self *sessionKey) 
 		// A newer manifest: GC may have removed (and stale puts refilled)
 		// slots this walk has read; restart from it.
 		start := c.Start
-		*c = fromManifest(v, m)
+		*c = s.fromManifest(v, m)
 		c.Start = max(c.Start, start)
 		res.Restarted = true
 		res.Found = 0

@@ -51,6 +51,20 @@ type Options struct {
 	// NewID returns unique ids for incarnations and put ids (default:
 	// random UUIDs). Tests set it for determinism.
 	NewID func() string
+
+	// broken switches protocol rules off, for the simulation test's proof
+	// that it catches their absence. The zero value is the protocol.
+	broken brokenRules
+}
+
+// brokenRules name the protocol rules a test may switch off.
+type brokenRules struct {
+	ownBySession  bool // R1 off: a taken slot is ours if it carries our session
+	gcByOffset    bool // R2 off: GC deletes any chunk whose offsets lie below the start
+	noAckProbe    bool // R3 off: ack on confirmation, without probing the next manifest
+	noWalkProbe   bool // R4 off: walks end at the first absent slot; no probe after the fence
+	replaceValid  bool // R6 off: re-place unacked chunks after valid ones a re-walk found
+	seedWithOwner bool // R7 off: seed walks with the manifest owner's session
 }
 
 // EngineVersion is the engine's version, the default Options.Version.

@@ -29,7 +29,7 @@ func (s *Store) openReader(ctx context.Context, l layout) (*reader, error) {
 	if m.Kind == manDelete {
 		return nil, deletedErr(l)
 	}
-	r := &reader{s: s, l: l, ch: fromManifest(v, m)}
+	r := &reader{s: s, l: l, ch: s.fromManifest(v, m)}
 	if _, err := s.walk(ctx, l, &r.ch, nil); err != nil {
 		return nil, err
 	}

@@ -102,6 +102,12 @@ func (s *Store) startGC(l layout, m *manifest) {
 				if !ok {
 					continue
 				}
+				if s.opts.broken.gcByOffset {
+					if h, ok, err := s.getChunkHeader(ctx, l, seq); err == nil && ok && h.end() <= m.Start {
+						del = append(del, k)
+					}
+					continue
+				}
 				if seq >= m.IdxEnd {
 					done = true
 					break

@@ -50,6 +50,7 @@ type writer struct {
 // view is what Fetch and the offset accessors read.
 type view struct {
 	start, next int64
+	knownV      uint64
 	entries     []indexEntry
 	err         error
 }
@@ -209,15 +210,39 @@ func (w *writer) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]s
 	w.mu.Unlock()
 	out, err := w.s.fetch(ctx, w.l, v.start, v.next, v.entries, start, end, maxBytes)
 	if errors.Is(err, errChunkGone) {
-		w.mu.Lock()
-		v2 := w.view
-		w.mu.Unlock()
-		if start < v2.start {
-			return nil, fmt.Errorf("%w: stream %q: offset %d is below the start offset %d", stream.ErrOffsetOutOfRange, w.l.name, start, v2.start)
-		}
-		return nil, fmt.Errorf("%w: stream %q: %w", stream.ErrCorrupt, w.l.name, err)
+		return nil, w.chunkGone(ctx, start, err)
 	}
 	return out, err
+}
+
+// chunkGone explains a chunk of the session's view that is gone: trimmed
+// by this session meanwhile, or by a newer session that fenced this one
+// (found by probing the manifest chain); otherwise the data is lost.
+func (w *writer) chunkGone(ctx context.Context, start int64, gone error) error {
+	w.mu.Lock()
+	v := w.view
+	w.mu.Unlock()
+	if start < v.start {
+		return fmt.Errorf("%w: stream %q: offset %d is below the start offset %d", stream.ErrOffsetOutOfRange, w.l.name, start, v.start)
+	}
+	var newest *manifest
+	for ver := v.knownV + 1; ; ver++ {
+		m, ok, err := w.s.getManifest(ctx, w.l, ver)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		newest = m
+	}
+	switch {
+	case newest == nil || !w.self.less(newest.Owner):
+		return fmt.Errorf("%w: stream %q: %w", stream.ErrCorrupt, w.l.name, gone)
+	case start < newest.Start:
+		return fmt.Errorf("%w: stream %q: offset %d is below the start offset %d set by session %v", stream.ErrOffsetOutOfRange, w.l.name, start, newest.Start, newest.Owner)
+	}
+	return fmt.Errorf("%w: stream %q: session %v is fenced by %v: %w", stream.ErrFenced, w.l.name, w.self, newest.Owner, gone)
 }
 
 func (w *writer) Close() error {
@@ -399,7 +424,7 @@ func (w *writer) startPut(p *pend) {
 				r.state, r.err = stUnknown, err
 			case !ok:
 				r.state, r.err = stUnknown, fmt.Errorf("%w: stream %q: %s reported taken but absent", stream.ErrUnavailable, w.l.name, key)
-			case h.PutID == id:
+			case h.PutID == id || w.s.opts.broken.ownBySession && h.Sess == w.self:
 				r.state = stConfirmed
 			default:
 				r.state, r.hdr = stLost, h
@@ -414,7 +439,7 @@ func (w *writer) startPut(p *pend) {
 // maybeProbe starts the ack probe (R3) when the head of the pipeline is
 // confirmed but not yet cleared by a probe that began after it.
 func (w *writer) maybeProbe() {
-	if w.probing || w.failed != nil || len(w.pending) == 0 {
+	if w.probing || w.failed != nil || len(w.pending) == 0 || w.s.opts.broken.noAckProbe {
 		return
 	}
 	h := w.pending[0]
@@ -510,7 +535,7 @@ func (w *writer) advance() {
 	}
 	for len(w.pending) > 0 {
 		h := w.pending[0]
-		if h.state == stConfirmed && h.confirmedAt < w.checkedUpTo {
+		if h.state == stConfirmed && (h.confirmedAt < w.checkedUpTo || w.s.opts.broken.noAckProbe) {
 			w.ack(h)
 			w.pending = w.pending[1:]
 			continue
@@ -569,7 +594,7 @@ func (w *writer) rewalk(ctx context.Context) error {
 		return err
 	}
 	w.needRewalk = false
-	if res.Found > 0 && len(w.pending) > 0 {
+	if res.Found > 0 && len(w.pending) > 0 && !w.s.opts.broken.replaceValid {
 		w.fail(0, fmt.Errorf("%w: stream %q: a re-walk found valid chunks after the last ack; the unacked appends were not placed again", stream.ErrUnavailable, w.l.name))
 	}
 	slot, base := w.ch.Tail.Seq, w.ch.Tail.Next
@@ -618,6 +643,6 @@ func (w *writer) fence(err error) {
 
 func (w *writer) publish() {
 	w.mu.Lock()
-	w.view.start, w.view.next, w.view.entries = w.ch.Start, w.ch.Tail.Next, w.ch.Entries
+	w.view.start, w.view.next, w.view.entries, w.view.knownV = w.ch.Start, w.ch.Tail.Next, w.ch.Entries, w.ch.KnownV
 	w.mu.Unlock()
 }
