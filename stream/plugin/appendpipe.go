@@ -47,6 +47,12 @@ func encodeBatchField(pb *streamv1.Batch) ([]byte, error) {
 	return proto.MarshalOptions{}.MarshalAppend(buf, pb)
 }
 
+// encodeSessionField encodes the "session" field (number 1) of an
+// AppendRequest.
+func encodeSessionField(session uint64) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), session)
+}
+
 // encodedAppendRequest is an AppendRequest whose fields are already encoded;
 // appendCodec sends it without marshaling or copying again.
 type encodedAppendRequest struct {
@@ -171,7 +177,7 @@ func (p *appendPipe) send() {
 	}
 	p.call = call
 	go p.receive()
-	session := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), p.h.session)
+	session := encodeSessionField(p.h.session)
 	for {
 		p.mu.Lock()
 		for len(p.queue) == 0 {

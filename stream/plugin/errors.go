@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -81,7 +82,7 @@ func errorToProto(err error) *streamv1.Error {
 	if k := kindOf(err); k != nil {
 		reason = k.reason
 	}
-	return &streamv1.Error{Reason: reason, Message: err.Error()}
+	return &streamv1.Error{Reason: reason, Message: strings.ToValidUTF8(err.Error(), "\uFFFD")}
 }
 
 // errorFromProto decodes an in-stream error. A reason this host does not know
@@ -112,7 +113,7 @@ func toStatus(err error) error {
 	if k != nil {
 		code, reason = k.code, k.reason
 	}
-	st := status.New(code, err.Error())
+	st := status.New(code, strings.ToValidUTF8(err.Error(), "\uFFFD"))
 	if withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain}); derr == nil {
 		st = withInfo
 	}

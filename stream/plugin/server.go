@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -195,7 +196,7 @@ func (s *server) Create(ctx context.Context, req *streamv1.StreamNameRequest) (*
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := st.Create(ctx, req.GetName()); err != nil {
+	if err := st.Create(ctx, string(req.GetName())); err != nil {
 		return nil, toStatus(err)
 	}
 	return &streamv1.Empty{}, nil
@@ -206,7 +207,7 @@ func (s *server) Delete(ctx context.Context, req *streamv1.StreamNameRequest) (*
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := st.Delete(ctx, req.GetName()); err != nil {
+	if err := st.Delete(ctx, string(req.GetName())); err != nil {
 		return nil, toStatus(err)
 	}
 	return &streamv1.Empty{}, nil
@@ -217,7 +218,7 @@ func (s *server) List(ctx context.Context, req *streamv1.ListRequest) (*streamv1
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	names, err := st.List(ctx, req.GetPrefix())
+	names, err := st.List(ctx, string(req.GetPrefix()))
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -233,7 +234,7 @@ func (s *server) OpenStream(ctx context.Context, req *streamv1.OpenStreamRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	sess, err := st.Open(ctx, req.GetName(), stream.OpenOptions{
+	sess, err := st.Open(ctx, string(req.GetName()), stream.OpenOptions{
 		Epoch:           req.GetEpoch(),
 		Mode:            mode,
 		CreateIfMissing: req.GetCreateIfMissing(),
@@ -426,8 +427,8 @@ func ackOf(f *stream.AppendFuture) *streamv1.Ack {
 
 func infoToProto(i stream.Info) *streamv1.Info {
 	return &streamv1.Info{
-		Driver:          i.Driver,
-		Version:         i.Version,
+		Driver:          strings.ToValidUTF8(i.Driver, "\uFFFD"),
+		Version:         strings.ToValidUTF8(i.Version, "\uFFFD"),
 		MaxBatchBytes:   int64(i.MaxBatchBytes),
 		MaxProperties:   int64(i.MaxProperties),
 		MaxFetchBytes:   int64(i.MaxFetchBytes),

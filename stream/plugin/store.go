@@ -38,7 +38,7 @@ func (s *hostStore) Create(ctx context.Context, name string) error {
 	if err := s.check(ctx, what); err != nil {
 		return err
 	}
-	_, err := s.c.rpc.Create(ctx, &streamv1.StreamNameRequest{Store: s.id, Name: name})
+	_, err := s.c.rpc.Create(ctx, &streamv1.StreamNameRequest{Store: s.id, Name: []byte(name)})
 	return s.c.callErr(ctx, what, err)
 }
 
@@ -47,7 +47,7 @@ func (s *hostStore) Delete(ctx context.Context, name string) error {
 	if err := s.check(ctx, what); err != nil {
 		return err
 	}
-	_, err := s.c.rpc.Delete(ctx, &streamv1.StreamNameRequest{Store: s.id, Name: name})
+	_, err := s.c.rpc.Delete(ctx, &streamv1.StreamNameRequest{Store: s.id, Name: []byte(name)})
 	return s.c.callErr(ctx, what, err)
 }
 
@@ -56,7 +56,7 @@ func (s *hostStore) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := s.check(ctx, what); err != nil {
 		return nil, err
 	}
-	resp, err := s.c.rpc.List(ctx, &streamv1.ListRequest{Store: s.id, Prefix: prefix})
+	resp, err := s.c.rpc.List(ctx, &streamv1.ListRequest{Store: s.id, Prefix: []byte(prefix)})
 	if err != nil {
 		return nil, s.c.callErr(ctx, what, err)
 	}
@@ -73,7 +73,7 @@ func (s *hostStore) Open(ctx context.Context, name string, opts stream.OpenOptio
 	}
 	resp, err := s.c.rpc.OpenStream(ctx, &streamv1.OpenStreamRequest{
 		Store:           s.id,
-		Name:            name,
+		Name:            []byte(name),
 		Epoch:           opts.Epoch,
 		Mode:            modeToProto(opts.Mode),
 		CreateIfMissing: opts.CreateIfMissing,

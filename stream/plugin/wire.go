@@ -31,7 +31,7 @@ func batchToProto(b *stream.Batch, crc uint32) *streamv1.Batch {
 	if len(b.Properties) > 0 {
 		pb.Properties = make([]*streamv1.Property, 0, len(b.Properties))
 		for k, v := range b.Properties {
-			pb.Properties = append(pb.Properties, &streamv1.Property{Key: k, Value: v})
+			pb.Properties = append(pb.Properties, &streamv1.Property{Key: []byte(k), Value: []byte(v)})
 		}
 	}
 	return pb
@@ -53,10 +53,11 @@ func batchFromProto(pb *streamv1.Batch, where string) (stream.Batch, error) {
 	if props := pb.GetProperties(); len(props) > 0 {
 		b.Properties = make(map[string]string, len(props))
 		for _, p := range props {
-			if _, dup := b.Properties[p.GetKey()]; dup {
-				return stream.Batch{}, fmt.Errorf("%w: %s: property %q appears twice", stream.ErrCorrupt, where, p.GetKey())
+			k := string(p.GetKey())
+			if _, dup := b.Properties[k]; dup {
+				return stream.Batch{}, fmt.Errorf("%w: %s: property %q appears twice", stream.ErrCorrupt, where, k)
 			}
-			b.Properties[p.GetKey()] = p.GetValue()
+			b.Properties[k] = string(p.GetValue())
 		}
 	}
 	return b, nil

@@ -117,7 +117,7 @@ type Error struct {
 	// NOT_FOUND, ALREADY_EXISTS, CLOSED, INVALID_ARGUMENT, BATCH_TOO_LARGE,
 	// UNAVAILABLE, CORRUPT, CANCELED, DEADLINE_EXCEEDED or UNKNOWN.
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
-	// message is the driver's full error text.
+	// message is the driver's full error text (made valid UTF-8).
 	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -412,7 +412,7 @@ func (x *CloseStoreRequest) GetStore() uint64 {
 type StreamNameRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Store         uint64                 `protobuf:"varint,1,opt,name=store,proto3" json:"store,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name          []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -454,17 +454,17 @@ func (x *StreamNameRequest) GetStore() uint64 {
 	return 0
 }
 
-func (x *StreamNameRequest) GetName() string {
+func (x *StreamNameRequest) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 type ListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Store         uint64                 `protobuf:"varint,1,opt,name=store,proto3" json:"store,omitempty"`
-	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Prefix        []byte                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,11 +506,11 @@ func (x *ListRequest) GetStore() uint64 {
 	return 0
 }
 
-func (x *ListRequest) GetPrefix() string {
+func (x *ListRequest) GetPrefix() []byte {
 	if x != nil {
 		return x.Prefix
 	}
-	return ""
+	return nil
 }
 
 type ListResponse struct {
@@ -560,7 +560,7 @@ func (x *ListResponse) GetNames() []string {
 type OpenStreamRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Store           uint64                 `protobuf:"varint,1,opt,name=store,proto3" json:"store,omitempty"`
-	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name            []byte                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Epoch           uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Mode            Mode                   `protobuf:"varint,4,opt,name=mode,proto3,enum=strata.stream.v1.Mode" json:"mode,omitempty"`
 	CreateIfMissing bool                   `protobuf:"varint,5,opt,name=create_if_missing,json=createIfMissing,proto3" json:"create_if_missing,omitempty"`
@@ -605,11 +605,11 @@ func (x *OpenStreamRequest) GetStore() uint64 {
 	return 0
 }
 
-func (x *OpenStreamRequest) GetName() string {
+func (x *OpenStreamRequest) GetName() []byte {
 	if x != nil {
 		return x.Name
 	}
-	return ""
+	return nil
 }
 
 func (x *OpenStreamRequest) GetEpoch() uint64 {
@@ -705,8 +705,8 @@ func (x *OpenStreamResponse) GetEpoch() uint64 {
 // data path free of per-batch map work).
 type Property struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -741,18 +741,18 @@ func (*Property) Descriptor() ([]byte, []int) {
 	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *Property) GetKey() string {
+func (x *Property) GetKey() []byte {
 	if x != nil {
 		return x.Key
 	}
-	return ""
+	return nil
 }
 
-func (x *Property) GetValue() string {
+func (x *Property) GetValue() []byte {
 	if x != nil {
 		return x.Value
 	}
-	return ""
+	return nil
 }
 
 // Batch is one batch on the wire, in both directions.
@@ -1311,15 +1311,15 @@ const file_strata_stream_v1_stream_proto_rawDesc = "" +
 	"\x05store\x18\x01 \x01(\x04R\x05store\"=\n" +
 	"\x11StreamNameRequest\x12\x14\n" +
 	"\x05store\x18\x01 \x01(\x04R\x05store\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\";\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\";\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05store\x18\x01 \x01(\x04R\x05store\x12\x16\n" +
-	"\x06prefix\x18\x02 \x01(\tR\x06prefix\"$\n" +
+	"\x06prefix\x18\x02 \x01(\fR\x06prefix\"$\n" +
 	"\fListResponse\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\"\xab\x01\n" +
 	"\x11OpenStreamRequest\x12\x14\n" +
 	"\x05store\x18\x01 \x01(\x04R\x05store\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x04name\x18\x02 \x01(\fR\x04name\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12*\n" +
 	"\x04mode\x18\x04 \x01(\x0e2\x16.strata.stream.v1.ModeR\x04mode\x12*\n" +
 	"\x11create_if_missing\x18\x05 \x01(\bR\x0fcreateIfMissing\"\x88\x01\n" +
@@ -1330,8 +1330,8 @@ const file_strata_stream_v1_stream_proto_rawDesc = "" +
 	"nextOffset\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"2\n" +
 	"\bProperty\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xca\x01\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xca\x01\n" +
 	"\x05Batch\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12\x14\n" +
