@@ -1,0 +1,60 @@
+// Command strata is the Strata CLI: it runs the conformance suite against a
+// driver, lists drivers, and (in later releases) starts a broker and runs
+// benchmarks.
+//
+//	strata drivers                 list built-in drivers and plugin binaries
+//	strata conformance --driver D  run the conformance suite on a driver
+//	strata version                 print the version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is the CLI's version string.
+const version = "0.1.0"
+
+const usage = `strata: Kafka-style partitions on shared storage.
+
+Usage:
+  strata drivers [--json]        built-in drivers and plugin binaries on $STRATA_PLUGIN_DIR, with their Info
+  strata conformance --driver NAME|PATH [flags]
+                                 run the conformance suite against a driver (see strata conformance -h)
+  strata version                 print the version
+
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches a command line and returns the exit code: 0 success, 1 a
+// check failed, 2 bad usage or input.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "drivers":
+		return runDrivers(ctx, args[1:], stdout, stderr)
+	case "conformance":
+		return runConformance(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "strata", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "strata: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
