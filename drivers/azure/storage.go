@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -58,7 +59,7 @@ func NewStorage(ctx context.Context, cfg Config) (*Storage, error) {
 	cfg = cfg.withDefaults()
 	s := &Storage{cfg: cfg, stats: &counters{}}
 	s.transport = http.DefaultTransport.(*http.Transport).Clone()
-	s.transport.DialContext = (&net.Dialer{Timeout: cfg.Timeouts.Connect, KeepAlive: 30 * cfg.Timeouts.Connect}).DialContext
+	s.transport.DialContext = (&net.Dialer{Timeout: cfg.Timeouts.Connect, KeepAlive: 30 * time.Second}).DialContext
 	s.transport.MaxIdleConns = 256
 	s.transport.MaxIdleConnsPerHost = 64
 	s.transport.ResponseHeaderTimeout = cfg.Timeouts.Request
