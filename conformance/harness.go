@@ -46,7 +46,8 @@ type T interface {
 // runs is fine, though a fresh one per case is best.
 type Harness struct {
 	// NewStore opens a Store on the driver's namespace for one case. The
-	// harness closes it (t.Cleanup) unless the case closed it or crashed it.
+	// suite closes it when the case ends, unless the case crashed it.
+	// Required.
 	NewStore func(t T) stream.Store
 
 	// Second opens another, independent Store on the same namespace as s:
@@ -58,8 +59,8 @@ type Harness struct {
 
 	// Crash drops s without Close (in-process), or SIGKILLs the plugin
 	// process s lives in, and returns a new Store on the same namespace.
-	// Streams opened on s are abandoned, not closed. Nil skips the
-	// durability cases.
+	// Streams opened on s are abandoned, not closed; s is never closed by
+	// the suite afterwards. Nil skips the durability cases.
 	Crash func(t T, s stream.Store) stream.Store
 
 	// CrashKillsProcess says that Crash kills the OS process holding the
