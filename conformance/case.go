@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -154,7 +155,8 @@ type Result struct {
 
 // RunOptions tune RunCase.
 type RunOptions struct {
-	// Seed for randomised cases; zero resolves as Harness.Seed does.
+	// Seed for randomised cases; zero means Harness.Seed, resolved as
+	// ResolveSeed does.
 	Seed int64
 	// Timeout bounds one case; zero means 5 minutes. A case that times out
 	// fails; its context is cancelled and its cleanups run.
@@ -168,16 +170,27 @@ type RunOptions struct {
 // Skipf stop the case, a panic fails it (with its stack in the log), and a
 // case that outlives opts.Timeout fails.
 func RunCase(ctx context.Context, h Harness, c Case, opts RunOptions) Result {
+	opts.Seed = ResolveSeed(cmp.Or(opts.Seed, h.Seed))
+	if opts.RunID == "" {
+		opts.RunID = newRunID()
+	}
+	return RunFunc(ctx, c, opts, func(t T) {
+		if h.NewStore == nil {
+			t.Fatalf("conformance: Harness.NewStore is nil")
+		}
+		runCase(t, h, c, opts.Seed, opts.RunID)
+	})
+}
+
+// RunFunc runs body as case c outside `go test`, with the runner RunCase
+// uses: body gets a T whose Fatalf and Skipf stop it, a panic fails it
+// (with its stack in the log), a body that outlives opts.Timeout (default 5
+// minutes) fails and sees its context cancelled, and the cleanups run
+// whatever happened. Other suites built on the Harness (the SharedLog
+// suite) run their cases with it; c only names the case in the Result.
+func RunFunc(ctx context.Context, c Case, opts RunOptions, body func(t T)) Result {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
-	}
-	seed := opts.Seed
-	if seed == 0 {
-		seed = ResolveSeed(h.Seed)
-	}
-	run := opts.RunID
-	if run == "" {
-		run = newRunID()
 	}
 	ct := newCaseT(ctx, c.FullName())
 	start := time.Now()
@@ -191,10 +204,7 @@ func RunCase(ctx context.Context, h Harness, c Case, opts RunOptions) Result {
 				ct.fail(fmt.Sprintf("panic: %v\n%s", r, buf))
 			}
 		}()
-		if h.NewStore == nil {
-			ct.Fatalf("conformance: Harness.NewStore is nil")
-		}
-		runCase(ct, h, c, seed, run)
+		body(ct)
 	}()
 	timer := time.NewTimer(opts.Timeout)
 	defer timer.Stop()
@@ -211,7 +221,7 @@ func RunCase(ctx context.Context, h Harness, c Case, opts RunOptions) Result {
 		}
 	}
 	ct.runCleanups()
-	res := Result{Case: c, Duration: time.Since(start), Seed: seed}
+	res := Result{Case: c, Duration: time.Since(start), Seed: opts.Seed}
 	res.Status, res.Error, res.Log = ct.outcome()
 	return res
 }
