@@ -1,0 +1,141 @@
+# Sourced by testbed/hdfs/{up,ctl,down}: how the HDFS testbed is built and
+# started. A small Java main (MiniHdfs.java) runs Hadoop's MiniDFSCluster:
+# one NameNode and one DataNode on loopback, metadata and blocks on disk.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/../lib.sh"
+
+cache=$STRATA_CACHE/hdfs
+m2=$cache/m2           # Maven local repository (reused across runs and by CI)
+build=$cache/build     # compiled main and the dependency jars (build/lib)
+stamp=$build/strata-source.sha256
+state=$STRATA_TESTBED_DIR/hdfs
+pidfile=$state/hdfs.pid
+envfile=$state/instance.env
+portfile=$state/namenode.port
+control=$state/control
+config=$state/hdfs.yaml
+logfile=$state/hdfs.log
+
+# JDK 17 closes java.base to reflection; Hadoop 3.4 needs these opened.
+java_opens=(
+  --add-opens=java.base/java.lang=ALL-UNNAMED
+  --add-opens=java.base/java.lang.reflect=ALL-UNNAMED
+  --add-opens=java.base/java.io=ALL-UNNAMED
+  --add-opens=java.base/java.net=ALL-UNNAMED
+  --add-opens=java.base/java.nio=ALL-UNNAMED
+  --add-opens=java.base/java.util=ALL-UNNAMED
+  --add-opens=java.base/java.util.concurrent=ALL-UNNAMED
+  --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+  --add-opens=java.base/sun.security.x509=ALL-UNNAMED
+)
+# Memory: one JVM for both daemons; 512 MiB heap is plenty for tests.
+java_mem=(-Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1)
+
+# lock: one script at a time works on the instance (and on the build).
+lock() {
+  exec 9>"$STRATA_TESTBED_DIR/hdfs.lock"
+  flock 9
+}
+
+# source_sum: hash of what the build depends on (pom, sources, resources).
+source_sum() {
+  (cd "$here" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -d' ' -f1
+}
+
+# installed: the cached build matches the sources in this checkout.
+installed() {
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(source_sum)" ] && [ -d "$build/lib" ] && [ -d "$build/classes" ]
+}
+
+# install: build the main and copy its dependencies with Maven, the local
+# repository and all output under $STRATA_CACHE/hdfs (outside the repo).
+install() {
+  installed && return 0
+  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+  command -v java >/dev/null || die "java not found (apt-get install openjdk-17-jdk-headless)"
+  log "building the HDFS testbed (hadoop-minicluster) into $build"
+  mkdir -p "$cache"
+  rm -rf "$build/lib"
+  (cd "$here" && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$m2" -Dstrata.out="$build" package) >&2 \
+    || die "maven build of testbed/hdfs failed"
+  source_sum >"$stamp"
+}
+
+# ready: the main wrote the NameNode port (it does so once the NameNode is
+# out of safe mode and the DataNode is registered) and the port answers.
+ready() {
+  [ -s "$portfile" ] || return 1
+  local port; port=$(cat "$portfile")
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null
+}
+
+# running: the recorded process is alive and ready.
+running() { [ -f "$envfile" ] && pid_alive "$pidfile" && ready; }
+
+# new_instance: a fresh, formatted instance on a free port.
+new_instance() {
+  rm -rf "$state/base"
+  mkdir -p "$state"
+  echo "HDFS_PORT=$(free_port)" >"$envfile"
+  echo "HDFS_FORMAT=format" >>"$envfile"
+}
+
+# start: start the recorded instance (same port; existing metadata and blocks
+# unless it was never formatted) and wait until it is ready.
+start() {
+  # shellcheck disable=SC1090
+  . "$envfile"
+  if pid_alive "$pidfile"; then
+    wait_until 120 ready || die "HDFS (pid $(cat "$pidfile")) is running but not ready; see $logfile"
+    return 0
+  fi
+  rm -f "$portfile" "$control/command" "$control/done"
+  log "starting HDFS (MiniDFSCluster) on 127.0.0.1:$HDFS_PORT ($HDFS_FORMAT; base $state/base, log $logfile)"
+  setsid java "${java_mem[@]}" "${java_opens[@]}" -cp "$build/classes:$build/lib/*" \
+      strata.testbed.MiniHdfs "$state/base" "$HDFS_PORT" "$portfile" "$HDFS_FORMAT" "$control" \
+      </dev/null >>"$logfile" 2>&1 9>&- &
+  echo $! >"$pidfile"
+  if ! wait_until 180 ready; then
+    tail -30 "$logfile" >&2
+    stop_pidfile "$pidfile"
+    die "HDFS did not become ready on 127.0.0.1:$HDFS_PORT within 180s; see $logfile"
+  fi
+  # From now on restarts keep the formatted metadata.
+  sed -i 's/^HDFS_FORMAT=.*/HDFS_FORMAT=keep/' "$envfile"
+}
+
+# datanode CMD: ask the running main to stop-datanode or start-datanode and
+# wait for its answer.
+datanode() {
+  pid_alive "$pidfile" || die "HDFS is not running"
+  rm -f "$control/done"
+  echo "$1" >"$control/command.tmp" && mv "$control/command.tmp" "$control/command"
+  wait_until 120 test -f "$control/done" || die "HDFS did not answer $1 within 120s; see $logfile"
+  local result; result=$(sed -n 2p "$control/done")
+  [ "$result" = ok ] || die "$1: $result"
+}
+
+# write_config: the hdfs driver config for this instance.
+write_config() {
+  # shellcheck disable=SC1090
+  . "$envfile"
+  cat >"$config" <<EOT
+# hdfs driver config for the MiniDFSCluster testbed (testbed/up hdfs).
+namenodes: [127.0.0.1:$HDFS_PORT]
+user: $(id -un)
+root: /strata
+replication: 1
+timeouts:
+  connect: 2s
+  operation: 20s
+EOT
+}
+
+# print_env: the export lines of `testbed/up hdfs`.
+print_env() {
+  # shellcheck disable=SC1090
+  . "$envfile"
+  echo "export STRATA_HDFS_CONFIG=$config"
+  echo "export STRATA_HDFS_NAMENODE=127.0.0.1:$HDFS_PORT"
+  echo "export STRATA_HDFS_USER=$(id -un)"
+}

@@ -1,0 +1,116 @@
+package strata.testbed;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.concurrent.CountDownLatch;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.DFSConfigKeys;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+
+/**
+ * Runs a real HDFS (one NameNode, one DataNode) with Hadoop's MiniDFSCluster
+ * for Strata's tests, until it gets SIGTERM.
+ *
+ * <p>Usage: {@code MiniHdfs BASE_DIR PORT PORT_FILE format|keep CONTROL_DIR}.
+ * PORT 0 picks a free port; "keep" restarts on the existing metadata and
+ * blocks of BASE_DIR (same PORT) instead of formatting it. The NameNode port
+ * is written to PORT_FILE (atomically) once the cluster is up.
+ *
+ * <p>CONTROL_DIR is polled for a file named "command" holding
+ * "stop-datanode" or "start-datanode"; the result is written to "done"
+ * (the command, then "ok" or the error), and "command" is removed.
+ */
+public final class MiniHdfs {
+  private MiniHdfs() {}
+
+  public static void main(String[] args) throws Exception {
+    if (args.length != 5) {
+      System.err.println("usage: MiniHdfs BASE_DIR PORT PORT_FILE format|keep CONTROL_DIR");
+      System.exit(2);
+    }
+    File base = new File(args[0]);
+    int port = Integer.parseInt(args[1]);
+    Path portFile = Path.of(args[2]);
+    boolean format = args[3].equals("format");
+    Path control = Path.of(args[4]);
+    Files.createDirectories(control);
+
+    Configuration conf = new Configuration();
+    conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.getAbsolutePath());
+    conf.setInt(DFSConfigKeys.DFS_REPLICATION_KEY, 1);
+    // Leave safe mode as soon as the blocks are reported after a restart.
+    conf.setInt(DFSConfigKeys.DFS_NAMENODE_SAFEMODE_EXTENSION_KEY, 0);
+    // Let tests use small block sizes to exercise multi-block files.
+    conf.setLong(DFSConfigKeys.DFS_NAMENODE_MIN_BLOCK_SIZE_KEY, 0);
+    // Notice a stopped or restarted DataNode quickly.
+    conf.setLong(DFSConfigKeys.DFS_HEARTBEAT_INTERVAL_KEY, 1);
+    conf.setInt(DFSConfigKeys.DFS_NAMENODE_HEARTBEAT_RECHECK_INTERVAL_KEY, 5000);
+    conf.setBoolean(DFSConfigKeys.DFS_PERMISSIONS_ENABLED_KEY, true);
+
+    long t0 = System.nanoTime();
+    MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf, base)
+        .numDataNodes(1)
+        .nameNodePort(port)
+        .format(format)
+        .manageNameDfsDirs(true)
+        .manageDataDfsDirs(true)
+        .startupOption(format ? null : org.apache.hadoop.hdfs.server.common.HdfsServerConstants.StartupOption.REGULAR)
+        .build();
+    cluster.waitActive();
+    cluster.waitClusterUp();
+    int nnPort = cluster.getNameNodePort();
+    System.err.printf("minihdfs: up on 127.0.0.1:%d in %d ms (format=%b)%n",
+        nnPort, (System.nanoTime() - t0) / 1_000_000, format);
+
+    CountDownLatch stopped = new CountDownLatch(1);
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      System.err.println("minihdfs: shutting down");
+      cluster.shutdown(false);
+      stopped.countDown();
+    }));
+
+    Path tmp = portFile.resolveSibling(portFile.getFileName() + ".tmp");
+    Files.writeString(tmp, Integer.toString(nnPort) + "\n", StandardCharsets.UTF_8);
+    Files.move(tmp, portFile, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+
+    MiniDFSCluster.DataNodeProperties stoppedDn = null;
+    Path command = control.resolve("command");
+    while (stopped.getCount() > 0) {
+      if (Files.exists(command)) {
+        String cmd = Files.readString(command, StandardCharsets.UTF_8).trim();
+        Files.delete(command);
+        String result;
+        try {
+          if (cmd.equals("stop-datanode")) {
+            if (stoppedDn == null) {
+              stoppedDn = cluster.stopDataNode(0);
+            }
+            result = "ok";
+          } else if (cmd.equals("start-datanode")) {
+            if (stoppedDn != null) {
+              cluster.restartDataNode(stoppedDn, true);
+              cluster.waitActive();
+              stoppedDn = null;
+            }
+            result = "ok";
+          } else {
+            result = "unknown command";
+          }
+        } catch (IOException | RuntimeException e) {
+          result = "error: " + e;
+        }
+        System.err.printf("minihdfs: %s: %s%n", cmd, result);
+        Path doneTmp = control.resolve("done.tmp");
+        Files.writeString(doneTmp, cmd + "\n" + result + "\n", StandardCharsets.UTF_8);
+        Files.move(doneTmp, control.resolve("done"), StandardCopyOption.ATOMIC_MOVE,
+            StandardCopyOption.REPLACE_EXISTING);
+      }
+      Thread.sleep(100);
+    }
+  }
+}
