@@ -170,7 +170,7 @@ func (p *appendPipe) enqueue(ctx context.Context, pb *streamv1.Batch, size int) 
 // send opens the Append call and sends queued batches, several per message
 // when they are waiting together.
 func (p *appendPipe) send() {
-	call, err := p.h.c.rpc.Append(p.ctx, appendCallCodec)
+	call, err := p.h.c.bulk.Append(p.ctx, appendCallCodec)
 	if err != nil {
 		p.finish(p.h.c.callErr(nil, p.what(), err))
 		return

@@ -72,7 +72,14 @@ func BenchmarkAppend(b *testing.B) {
 			return streamTarget(b, st)
 		}},
 		{"memory-plugin", func(b *testing.B) benchTarget {
-			st, err := Open(context.Background(), memoryBinary(b), nil)
+			bin := memoryBinary(b)
+			// STRATA_BENCH_DRIVER_CPUPROFILE=file profiles the driver
+			// process too (the last sub-benchmark run writes the file).
+			if out := os.Getenv("STRATA_BENCH_DRIVER_CPUPROFILE"); out != "" {
+				bin = binary(b, "profdriver", "stream/plugin/testdata/profdriver")
+				b.Setenv("STRATA_PROFDRIVER_OUT", out)
+			}
+			st, err := Open(context.Background(), bin, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

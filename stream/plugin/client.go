@@ -75,8 +75,13 @@ type Client struct {
 	binary string
 	pc     *goplugin.Client
 	cmd    *exec.Cmd
-	rpc    streamv1.DriverClient
+	rpc    streamv1.DriverClient // the go-plugin connection (AutoMTLS)
 	logger *slog.Logger
+
+	// bulk carries Append and Fetch: the data channel when the driver
+	// serves it, else rpc.
+	bulk     streamv1.DriverClient
+	dataConn *grpc.ClientConn
 
 	// ctx lives as long as the Client; long-lived calls (append streams)
 	// use it, and Close cancels it.
@@ -121,6 +126,12 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 		timeout = time.Until(dl)
 	}
 	cmd := exec.Command(binary)
+	data, err := newDataPair()
+	if err != nil {
+		o.logger.Warn("strata plugin: no data channel; bulk calls use the go-plugin connection", "error", err)
+	} else {
+		cmd.Env, cmd.ExtraFiles = data.attach(cmd.Env, cmd.ExtraFiles)
+	}
 	cfg := &goplugin.ClientConfig{
 		HandshakeConfig:  handshake,
 		VersionedPlugins: pluginSets(nil),
@@ -159,10 +170,23 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 	select {
 	case r = <-ch:
 	case <-ctx.Done():
-		go func() { <-ch; pc.Kill() }()
+		go func() {
+			<-ch
+			pc.Kill()
+			if data != nil {
+				data.closeChild()
+				_ = data.host.Close()
+			}
+		}()
 		return nil, fmt.Errorf("start driver %s: %w", binary, ctx.Err())
 	}
+	if data != nil {
+		data.closeChild()
+	}
 	if r.err != nil {
+		if data != nil {
+			_ = data.host.Close()
+		}
 		pc.Kill()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("start driver %s: %w", binary, ctx.Err())
@@ -171,6 +195,9 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 	}
 	rpc, ok := r.raw.(streamv1.DriverClient)
 	if !ok {
+		if data != nil {
+			_ = data.host.Close()
+		}
 		pc.Kill()
 		return nil, fmt.Errorf("%w: start driver %s: plugin is a %T, not a Strata driver", stream.ErrInvalidArgument, binary, r.raw)
 	}
@@ -179,9 +206,13 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 		pc:     pc,
 		cmd:    cmd,
 		rpc:    rpc,
+		bulk:   rpc,
 		logger: o.logger,
 		exited: make(chan struct{}),
 		closed: make(chan struct{}),
+	}
+	if data != nil {
+		c.useDataChannel(ctx, data)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.watchExit()
@@ -189,6 +220,24 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 	clients[c] = struct{}{}
 	clientsMu.Unlock()
 	return c, nil
+}
+
+// useDataChannel moves the bulk calls to the data channel if the driver
+// serves it.
+func (c *Client) useDataChannel(ctx context.Context, data *dataPair) {
+	hello, err := c.rpc.Hello(ctx, &streamv1.HelloRequest{})
+	if err != nil || !hello.GetDataChannel() {
+		_ = data.host.Close()
+		c.logger.Debug("strata driver serves no data channel; bulk calls use the go-plugin connection", "binary", c.binary, "error", err)
+		return
+	}
+	conn, err := data.dial()
+	if err != nil {
+		c.logger.Warn("strata plugin: data channel unusable; bulk calls use the go-plugin connection", "binary", c.binary, "error", err)
+		return
+	}
+	c.dataConn = conn
+	c.bulk = streamv1.NewDriverClient(conn)
 }
 
 // watchExit records how the driver process exited.
@@ -250,6 +299,9 @@ func (c *Client) Close() error {
 		close(c.closed)
 		c.cancel()
 		c.pc.Kill()
+		if c.dataConn != nil {
+			_ = c.dataConn.Close()
+		}
 		clientsMu.Lock()
 		delete(clients, c)
 		clientsMu.Unlock()

@@ -80,16 +80,23 @@ type hclogBridge struct {
 	l       *slog.Logger
 	name    string
 	implied []any
+	// quiet: this is go-plugin's own logger (not a driver's), whose Info
+	// lines ("starting plugin", "plugin process exited") are logged at
+	// Debug; its warnings and errors keep their level.
+	quiet bool
 }
 
 var _ hclog.Logger = (*hclogBridge)(nil)
 
 func newHCLogBridge(l *slog.Logger, name string) *hclogBridge {
-	return &hclogBridge{l: l, name: name}
+	return &hclogBridge{l: l, name: name, quiet: true}
 }
 
 func (h *hclogBridge) Log(level hclog.Level, msg string, args ...any) {
 	lvl := slogLevel(level)
+	if h.quiet && lvl == slog.LevelInfo {
+		lvl = slog.LevelDebug
+	}
 	ctx := context.Background()
 	if !h.l.Enabled(ctx, lvl) {
 		return
@@ -129,8 +136,11 @@ func (h *hclogBridge) With(args ...any) hclog.Logger {
 
 func (h *hclogBridge) Name() string { return h.name }
 
+// Named returns a sub-logger; go-plugin logs a driver's lines through
+// Named(binary name), so those keep their own levels.
 func (h *hclogBridge) Named(name string) hclog.Logger {
 	c := *h
+	c.quiet = false
 	if c.name != "" {
 		c.name += "." + name
 	} else {
@@ -141,6 +151,7 @@ func (h *hclogBridge) Named(name string) hclog.Logger {
 
 func (h *hclogBridge) ResetNamed(name string) hclog.Logger {
 	c := *h
+	c.quiet = false
 	c.name = name
 	return &c
 }

@@ -312,3 +312,33 @@ func TestConcurrentAppendersInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDataChannel: a driver built on Serve takes the bulk calls on the data
+// channel; one that does not serve it (the test's bad driver) gets them on
+// the go-plugin connection, and both work.
+func TestDataChannel(t *testing.T) {
+	c := startMemory(t)
+	if c.dataConn == nil {
+		t.Fatal("memory driver: no data channel")
+	}
+	ctx := testCtx(t)
+	bad, err := Start(ctx, badBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if bad.dataConn != nil {
+		t.Fatal("bad driver: data channel although it serves none")
+	}
+	st, err := bad.OpenStore(ctx, []byte(`{"Mode":"fine"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := st.Open(ctx, "s", stream.OpenOptions{Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := stream.Append(ctx, s, stream.Batch{Count: 1}); err != nil || res.BaseOffset != 10 {
+		t.Fatalf("append over the go-plugin connection: %+v, %v", res, err)
+	}
+}

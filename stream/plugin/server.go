@@ -40,6 +40,7 @@ func Serve(open stream.Opener) {
 	slog.SetDefault(logger)
 
 	srv := newServer(open, logger)
+	srv.dataChannel = serveDataChannel(srv, logger)
 	stop := watchParent(logger, srv)
 	defer stop()
 
@@ -113,6 +114,8 @@ type server struct {
 	streamv1.UnimplementedDriverServer
 	open   stream.Opener
 	logger *slog.Logger
+	// dataChannel: the service is also served on the host's data channel.
+	dataChannel bool
 
 	mu       sync.Mutex
 	nextID   uint64
@@ -162,6 +165,10 @@ func (s *server) session(id uint64) (stream.Stream, error) {
 		return nil, fmt.Errorf("%w: stream session %d is not open in this driver process", stream.ErrClosed, id)
 	}
 	return st, nil
+}
+
+func (s *server) Hello(context.Context, *streamv1.HelloRequest) (*streamv1.HelloResponse, error) {
+	return &streamv1.HelloResponse{DataChannel: s.dataChannel}, nil
 }
 
 func (s *server) OpenStore(ctx context.Context, req *streamv1.OpenStoreRequest) (*streamv1.OpenStoreResponse, error) {

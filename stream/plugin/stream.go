@@ -117,7 +117,7 @@ func (h *hostStream) Fetch(ctx context.Context, start, end int64, maxBytes int) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	call, err := h.c.rpc.Fetch(ctx, &streamv1.FetchRequest{Session: h.session, Start: start, End: end, MaxBytes: int64(maxBytes)})
+	call, err := h.c.bulk.Fetch(ctx, &streamv1.FetchRequest{Session: h.session, Start: start, End: end, MaxBytes: int64(maxBytes)})
 	if err != nil {
 		return nil, h.c.callErr(ctx, what, err)
 	}

@@ -71,6 +71,89 @@ func (Mode) EnumDescriptor() ([]byte, []int) {
 	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{0}
 }
 
+type HelloRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HelloRequest) Reset() {
+	*x = HelloRequest{}
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HelloRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HelloRequest) ProtoMessage() {}
+
+func (x *HelloRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
+func (*HelloRequest) Descriptor() ([]byte, []int) {
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{0}
+}
+
+type HelloResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// data_channel: the driver serves this same service, without TLS, on the
+	// private socket the host passed it as an inherited file descriptor (see
+	// docs/protocol.md); the host may send Append and Fetch calls there.
+	DataChannel   bool `protobuf:"varint,1,opt,name=data_channel,json=dataChannel,proto3" json:"data_channel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HelloResponse) Reset() {
+	*x = HelloResponse{}
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HelloResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HelloResponse) ProtoMessage() {}
+
+func (x *HelloResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HelloResponse.ProtoReflect.Descriptor instead.
+func (*HelloResponse) Descriptor() ([]byte, []int) {
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *HelloResponse) GetDataChannel() bool {
+	if x != nil {
+		return x.DataChannel
+	}
+	return false
+}
+
 // Empty is the response of calls that return nothing.
 type Empty struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -80,7 +163,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[0]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -92,7 +175,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[0]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -105,7 +188,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{0}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{2}
 }
 
 // Error is a failure carried inside a stream message (an append ack). Unary
@@ -125,7 +208,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[1]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -137,7 +220,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[1]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -150,7 +233,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{1}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Error) GetReason() string {
@@ -177,7 +260,7 @@ type OpenStoreRequest struct {
 
 func (x *OpenStoreRequest) Reset() {
 	*x = OpenStoreRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[2]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +272,7 @@ func (x *OpenStoreRequest) String() string {
 func (*OpenStoreRequest) ProtoMessage() {}
 
 func (x *OpenStoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[2]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +285,7 @@ func (x *OpenStoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenStoreRequest.ProtoReflect.Descriptor instead.
 func (*OpenStoreRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{2}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OpenStoreRequest) GetConfig() []byte {
@@ -229,7 +312,7 @@ type Info struct {
 
 func (x *Info) Reset() {
 	*x = Info{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[3]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -241,7 +324,7 @@ func (x *Info) String() string {
 func (*Info) ProtoMessage() {}
 
 func (x *Info) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[3]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -254,7 +337,7 @@ func (x *Info) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Info.ProtoReflect.Descriptor instead.
 func (*Info) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{3}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Info) GetDriver() string {
@@ -323,7 +406,7 @@ type OpenStoreResponse struct {
 
 func (x *OpenStoreResponse) Reset() {
 	*x = OpenStoreResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[4]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +418,7 @@ func (x *OpenStoreResponse) String() string {
 func (*OpenStoreResponse) ProtoMessage() {}
 
 func (x *OpenStoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[4]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +431,7 @@ func (x *OpenStoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenStoreResponse.ProtoReflect.Descriptor instead.
 func (*OpenStoreResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{4}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OpenStoreResponse) GetStore() uint64 {
@@ -374,7 +457,7 @@ type CloseStoreRequest struct {
 
 func (x *CloseStoreRequest) Reset() {
 	*x = CloseStoreRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[5]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +469,7 @@ func (x *CloseStoreRequest) String() string {
 func (*CloseStoreRequest) ProtoMessage() {}
 
 func (x *CloseStoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[5]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +482,7 @@ func (x *CloseStoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseStoreRequest.ProtoReflect.Descriptor instead.
 func (*CloseStoreRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{5}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CloseStoreRequest) GetStore() uint64 {
@@ -419,7 +502,7 @@ type StreamNameRequest struct {
 
 func (x *StreamNameRequest) Reset() {
 	*x = StreamNameRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[6]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +514,7 @@ func (x *StreamNameRequest) String() string {
 func (*StreamNameRequest) ProtoMessage() {}
 
 func (x *StreamNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[6]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +527,7 @@ func (x *StreamNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamNameRequest.ProtoReflect.Descriptor instead.
 func (*StreamNameRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{6}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StreamNameRequest) GetStore() uint64 {
@@ -471,7 +554,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[7]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +566,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[7]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +579,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{7}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRequest) GetStore() uint64 {
@@ -522,7 +605,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[8]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +617,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[8]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +630,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{8}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListResponse) GetNames() []string {
@@ -570,7 +653,7 @@ type OpenStreamRequest struct {
 
 func (x *OpenStreamRequest) Reset() {
 	*x = OpenStreamRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[9]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +665,7 @@ func (x *OpenStreamRequest) String() string {
 func (*OpenStreamRequest) ProtoMessage() {}
 
 func (x *OpenStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[9]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +678,7 @@ func (x *OpenStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenStreamRequest.ProtoReflect.Descriptor instead.
 func (*OpenStreamRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{9}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OpenStreamRequest) GetStore() uint64 {
@@ -645,7 +728,7 @@ type OpenStreamResponse struct {
 
 func (x *OpenStreamResponse) Reset() {
 	*x = OpenStreamResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[10]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +740,7 @@ func (x *OpenStreamResponse) String() string {
 func (*OpenStreamResponse) ProtoMessage() {}
 
 func (x *OpenStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[10]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +753,7 @@ func (x *OpenStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenStreamResponse.ProtoReflect.Descriptor instead.
 func (*OpenStreamResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{10}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OpenStreamResponse) GetSession() uint64 {
@@ -713,7 +796,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[11]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +808,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[11]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +821,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{11}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Property) GetKey() []byte {
@@ -774,7 +857,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[12]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +869,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[12]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +882,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{12}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Batch) GetBaseOffset() int64 {
@@ -857,7 +940,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[13]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +952,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[13]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +965,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{13}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AppendRequest) GetSession() uint64 {
@@ -912,7 +995,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[14]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1007,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[14]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1020,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{14}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Ack) GetBaseOffset() int64 {
@@ -970,7 +1053,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[15]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1065,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[15]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1078,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{15}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AppendResponse) GetAcks() []*Ack {
@@ -1017,7 +1100,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[16]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1112,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[16]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1125,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{16}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FetchRequest) GetSession() uint64 {
@@ -1087,7 +1170,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[17]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1182,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[17]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1195,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{17}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FetchResponse) GetBatches() []*Batch {
@@ -1146,7 +1229,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[18]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1241,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[18]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1254,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{18}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TrimRequest) GetSession() uint64 {
@@ -1198,7 +1281,7 @@ type OffsetsResponse struct {
 
 func (x *OffsetsResponse) Reset() {
 	*x = OffsetsResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[19]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1293,7 @@ func (x *OffsetsResponse) String() string {
 func (*OffsetsResponse) ProtoMessage() {}
 
 func (x *OffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[19]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1306,7 @@ func (x *OffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetsResponse.ProtoReflect.Descriptor instead.
 func (*OffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{19}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OffsetsResponse) GetStartOffset() int64 {
@@ -1249,7 +1332,7 @@ type CloseStreamRequest struct {
 
 func (x *CloseStreamRequest) Reset() {
 	*x = CloseStreamRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[20]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1344,7 @@ func (x *CloseStreamRequest) String() string {
 func (*CloseStreamRequest) ProtoMessage() {}
 
 func (x *CloseStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[20]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1357,7 @@ func (x *CloseStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseStreamRequest.ProtoReflect.Descriptor instead.
 func (*CloseStreamRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{20}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CloseStreamRequest) GetSession() uint64 {
@@ -1288,7 +1371,10 @@ var File_strata_stream_v1_stream_proto protoreflect.FileDescriptor
 
 const file_strata_stream_v1_stream_proto_rawDesc = "" +
 	"\n" +
-	"\x1dstrata/stream/v1/stream.proto\x12\x10strata.stream.v1\"\a\n" +
+	"\x1dstrata/stream/v1/stream.proto\x12\x10strata.stream.v1\"\x0e\n" +
+	"\fHelloRequest\"2\n" +
+	"\rHelloResponse\x12!\n" +
+	"\fdata_channel\x18\x01 \x01(\bR\vdataChannel\"\a\n" +
 	"\x05Empty\"9\n" +
 	"\x05Error\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
@@ -1374,8 +1460,9 @@ const file_strata_stream_v1_stream_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\x04R\asession*/\n" +
 	"\x04Mode\x12\x13\n" +
 	"\x0fMODE_READ_WRITE\x10\x00\x12\x12\n" +
-	"\x0eMODE_READ_ONLY\x10\x012\x8f\x06\n" +
-	"\x06Driver\x12T\n" +
+	"\x0eMODE_READ_ONLY\x10\x012\xd9\x06\n" +
+	"\x06Driver\x12H\n" +
+	"\x05Hello\x12\x1e.strata.stream.v1.HelloRequest\x1a\x1f.strata.stream.v1.HelloResponse\x12T\n" +
 	"\tOpenStore\x12\".strata.stream.v1.OpenStoreRequest\x1a#.strata.stream.v1.OpenStoreResponse\x12J\n" +
 	"\n" +
 	"CloseStore\x12#.strata.stream.v1.CloseStoreRequest\x1a\x17.strata.stream.v1.Empty\x12F\n" +
@@ -1402,61 +1489,65 @@ func file_strata_stream_v1_stream_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_stream_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_stream_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_strata_stream_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_strata_stream_v1_stream_proto_goTypes = []any{
 	(Mode)(0),                  // 0: strata.stream.v1.Mode
-	(*Empty)(nil),              // 1: strata.stream.v1.Empty
-	(*Error)(nil),              // 2: strata.stream.v1.Error
-	(*OpenStoreRequest)(nil),   // 3: strata.stream.v1.OpenStoreRequest
-	(*Info)(nil),               // 4: strata.stream.v1.Info
-	(*OpenStoreResponse)(nil),  // 5: strata.stream.v1.OpenStoreResponse
-	(*CloseStoreRequest)(nil),  // 6: strata.stream.v1.CloseStoreRequest
-	(*StreamNameRequest)(nil),  // 7: strata.stream.v1.StreamNameRequest
-	(*ListRequest)(nil),        // 8: strata.stream.v1.ListRequest
-	(*ListResponse)(nil),       // 9: strata.stream.v1.ListResponse
-	(*OpenStreamRequest)(nil),  // 10: strata.stream.v1.OpenStreamRequest
-	(*OpenStreamResponse)(nil), // 11: strata.stream.v1.OpenStreamResponse
-	(*Property)(nil),           // 12: strata.stream.v1.Property
-	(*Batch)(nil),              // 13: strata.stream.v1.Batch
-	(*AppendRequest)(nil),      // 14: strata.stream.v1.AppendRequest
-	(*Ack)(nil),                // 15: strata.stream.v1.Ack
-	(*AppendResponse)(nil),     // 16: strata.stream.v1.AppendResponse
-	(*FetchRequest)(nil),       // 17: strata.stream.v1.FetchRequest
-	(*FetchResponse)(nil),      // 18: strata.stream.v1.FetchResponse
-	(*TrimRequest)(nil),        // 19: strata.stream.v1.TrimRequest
-	(*OffsetsResponse)(nil),    // 20: strata.stream.v1.OffsetsResponse
-	(*CloseStreamRequest)(nil), // 21: strata.stream.v1.CloseStreamRequest
+	(*HelloRequest)(nil),       // 1: strata.stream.v1.HelloRequest
+	(*HelloResponse)(nil),      // 2: strata.stream.v1.HelloResponse
+	(*Empty)(nil),              // 3: strata.stream.v1.Empty
+	(*Error)(nil),              // 4: strata.stream.v1.Error
+	(*OpenStoreRequest)(nil),   // 5: strata.stream.v1.OpenStoreRequest
+	(*Info)(nil),               // 6: strata.stream.v1.Info
+	(*OpenStoreResponse)(nil),  // 7: strata.stream.v1.OpenStoreResponse
+	(*CloseStoreRequest)(nil),  // 8: strata.stream.v1.CloseStoreRequest
+	(*StreamNameRequest)(nil),  // 9: strata.stream.v1.StreamNameRequest
+	(*ListRequest)(nil),        // 10: strata.stream.v1.ListRequest
+	(*ListResponse)(nil),       // 11: strata.stream.v1.ListResponse
+	(*OpenStreamRequest)(nil),  // 12: strata.stream.v1.OpenStreamRequest
+	(*OpenStreamResponse)(nil), // 13: strata.stream.v1.OpenStreamResponse
+	(*Property)(nil),           // 14: strata.stream.v1.Property
+	(*Batch)(nil),              // 15: strata.stream.v1.Batch
+	(*AppendRequest)(nil),      // 16: strata.stream.v1.AppendRequest
+	(*Ack)(nil),                // 17: strata.stream.v1.Ack
+	(*AppendResponse)(nil),     // 18: strata.stream.v1.AppendResponse
+	(*FetchRequest)(nil),       // 19: strata.stream.v1.FetchRequest
+	(*FetchResponse)(nil),      // 20: strata.stream.v1.FetchResponse
+	(*TrimRequest)(nil),        // 21: strata.stream.v1.TrimRequest
+	(*OffsetsResponse)(nil),    // 22: strata.stream.v1.OffsetsResponse
+	(*CloseStreamRequest)(nil), // 23: strata.stream.v1.CloseStreamRequest
 }
 var file_strata_stream_v1_stream_proto_depIdxs = []int32{
-	4,  // 0: strata.stream.v1.OpenStoreResponse.info:type_name -> strata.stream.v1.Info
+	6,  // 0: strata.stream.v1.OpenStoreResponse.info:type_name -> strata.stream.v1.Info
 	0,  // 1: strata.stream.v1.OpenStreamRequest.mode:type_name -> strata.stream.v1.Mode
-	12, // 2: strata.stream.v1.Batch.properties:type_name -> strata.stream.v1.Property
-	13, // 3: strata.stream.v1.AppendRequest.batches:type_name -> strata.stream.v1.Batch
-	2,  // 4: strata.stream.v1.Ack.error:type_name -> strata.stream.v1.Error
-	15, // 5: strata.stream.v1.AppendResponse.acks:type_name -> strata.stream.v1.Ack
-	13, // 6: strata.stream.v1.FetchResponse.batches:type_name -> strata.stream.v1.Batch
-	3,  // 7: strata.stream.v1.Driver.OpenStore:input_type -> strata.stream.v1.OpenStoreRequest
-	6,  // 8: strata.stream.v1.Driver.CloseStore:input_type -> strata.stream.v1.CloseStoreRequest
-	7,  // 9: strata.stream.v1.Driver.Create:input_type -> strata.stream.v1.StreamNameRequest
-	7,  // 10: strata.stream.v1.Driver.Delete:input_type -> strata.stream.v1.StreamNameRequest
-	8,  // 11: strata.stream.v1.Driver.List:input_type -> strata.stream.v1.ListRequest
-	10, // 12: strata.stream.v1.Driver.OpenStream:input_type -> strata.stream.v1.OpenStreamRequest
-	14, // 13: strata.stream.v1.Driver.Append:input_type -> strata.stream.v1.AppendRequest
-	17, // 14: strata.stream.v1.Driver.Fetch:input_type -> strata.stream.v1.FetchRequest
-	19, // 15: strata.stream.v1.Driver.Trim:input_type -> strata.stream.v1.TrimRequest
-	21, // 16: strata.stream.v1.Driver.CloseStream:input_type -> strata.stream.v1.CloseStreamRequest
-	5,  // 17: strata.stream.v1.Driver.OpenStore:output_type -> strata.stream.v1.OpenStoreResponse
-	1,  // 18: strata.stream.v1.Driver.CloseStore:output_type -> strata.stream.v1.Empty
-	1,  // 19: strata.stream.v1.Driver.Create:output_type -> strata.stream.v1.Empty
-	1,  // 20: strata.stream.v1.Driver.Delete:output_type -> strata.stream.v1.Empty
-	9,  // 21: strata.stream.v1.Driver.List:output_type -> strata.stream.v1.ListResponse
-	11, // 22: strata.stream.v1.Driver.OpenStream:output_type -> strata.stream.v1.OpenStreamResponse
-	16, // 23: strata.stream.v1.Driver.Append:output_type -> strata.stream.v1.AppendResponse
-	18, // 24: strata.stream.v1.Driver.Fetch:output_type -> strata.stream.v1.FetchResponse
-	20, // 25: strata.stream.v1.Driver.Trim:output_type -> strata.stream.v1.OffsetsResponse
-	1,  // 26: strata.stream.v1.Driver.CloseStream:output_type -> strata.stream.v1.Empty
-	17, // [17:27] is the sub-list for method output_type
-	7,  // [7:17] is the sub-list for method input_type
+	14, // 2: strata.stream.v1.Batch.properties:type_name -> strata.stream.v1.Property
+	15, // 3: strata.stream.v1.AppendRequest.batches:type_name -> strata.stream.v1.Batch
+	4,  // 4: strata.stream.v1.Ack.error:type_name -> strata.stream.v1.Error
+	17, // 5: strata.stream.v1.AppendResponse.acks:type_name -> strata.stream.v1.Ack
+	15, // 6: strata.stream.v1.FetchResponse.batches:type_name -> strata.stream.v1.Batch
+	1,  // 7: strata.stream.v1.Driver.Hello:input_type -> strata.stream.v1.HelloRequest
+	5,  // 8: strata.stream.v1.Driver.OpenStore:input_type -> strata.stream.v1.OpenStoreRequest
+	8,  // 9: strata.stream.v1.Driver.CloseStore:input_type -> strata.stream.v1.CloseStoreRequest
+	9,  // 10: strata.stream.v1.Driver.Create:input_type -> strata.stream.v1.StreamNameRequest
+	9,  // 11: strata.stream.v1.Driver.Delete:input_type -> strata.stream.v1.StreamNameRequest
+	10, // 12: strata.stream.v1.Driver.List:input_type -> strata.stream.v1.ListRequest
+	12, // 13: strata.stream.v1.Driver.OpenStream:input_type -> strata.stream.v1.OpenStreamRequest
+	16, // 14: strata.stream.v1.Driver.Append:input_type -> strata.stream.v1.AppendRequest
+	19, // 15: strata.stream.v1.Driver.Fetch:input_type -> strata.stream.v1.FetchRequest
+	21, // 16: strata.stream.v1.Driver.Trim:input_type -> strata.stream.v1.TrimRequest
+	23, // 17: strata.stream.v1.Driver.CloseStream:input_type -> strata.stream.v1.CloseStreamRequest
+	2,  // 18: strata.stream.v1.Driver.Hello:output_type -> strata.stream.v1.HelloResponse
+	7,  // 19: strata.stream.v1.Driver.OpenStore:output_type -> strata.stream.v1.OpenStoreResponse
+	3,  // 20: strata.stream.v1.Driver.CloseStore:output_type -> strata.stream.v1.Empty
+	3,  // 21: strata.stream.v1.Driver.Create:output_type -> strata.stream.v1.Empty
+	3,  // 22: strata.stream.v1.Driver.Delete:output_type -> strata.stream.v1.Empty
+	11, // 23: strata.stream.v1.Driver.List:output_type -> strata.stream.v1.ListResponse
+	13, // 24: strata.stream.v1.Driver.OpenStream:output_type -> strata.stream.v1.OpenStreamResponse
+	18, // 25: strata.stream.v1.Driver.Append:output_type -> strata.stream.v1.AppendResponse
+	20, // 26: strata.stream.v1.Driver.Fetch:output_type -> strata.stream.v1.FetchResponse
+	22, // 27: strata.stream.v1.Driver.Trim:output_type -> strata.stream.v1.OffsetsResponse
+	3,  // 28: strata.stream.v1.Driver.CloseStream:output_type -> strata.stream.v1.Empty
+	18, // [18:29] is the sub-list for method output_type
+	7,  // [7:18] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1473,7 +1564,7 @@ func file_strata_stream_v1_stream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_stream_v1_stream_proto_rawDesc), len(file_strata_stream_v1_stream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

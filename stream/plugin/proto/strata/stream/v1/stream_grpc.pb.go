@@ -22,6 +22,7 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
+	Driver_Hello_FullMethodName       = "/strata.stream.v1.Driver/Hello"
 	Driver_OpenStore_FullMethodName   = "/strata.stream.v1.Driver/OpenStore"
 	Driver_CloseStore_FullMethodName  = "/strata.stream.v1.Driver/CloseStore"
 	Driver_Create_FullMethodName      = "/strata.stream.v1.Driver/Create"
@@ -42,6 +43,9 @@ const (
 // calls (plugin.Start). Stores and stream sessions are named by ids the
 // driver hands out; one driver process may hold many of both.
 type DriverClient interface {
+	// Hello reports the driver's transport features. A host calls it first,
+	// on the go-plugin connection.
+	Hello(ctx context.Context, in *HelloRequest, opts ...grpc.CallOption) (*HelloResponse, error)
 	// OpenStore opens a Store from the driver's config document (JSON or
 	// YAML). The config travels only here, never in argv or the environment.
 	OpenStore(ctx context.Context, in *OpenStoreRequest, opts ...grpc.CallOption) (*OpenStoreResponse, error)
@@ -74,6 +78,16 @@ type driverClient struct {
 
 func NewDriverClient(cc grpc.ClientConnInterface) DriverClient {
 	return &driverClient{cc}
+}
+
+func (c *driverClient) Hello(ctx context.Context, in *HelloRequest, opts ...grpc.CallOption) (*HelloResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HelloResponse)
+	err := c.cc.Invoke(ctx, Driver_Hello_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *driverClient) OpenStore(ctx context.Context, in *OpenStoreRequest, opts ...grpc.CallOption) (*OpenStoreResponse, error) {
@@ -196,6 +210,9 @@ func (c *driverClient) CloseStream(ctx context.Context, in *CloseStreamRequest, 
 // calls (plugin.Start). Stores and stream sessions are named by ids the
 // driver hands out; one driver process may hold many of both.
 type DriverServer interface {
+	// Hello reports the driver's transport features. A host calls it first,
+	// on the go-plugin connection.
+	Hello(context.Context, *HelloRequest) (*HelloResponse, error)
 	// OpenStore opens a Store from the driver's config document (JSON or
 	// YAML). The config travels only here, never in argv or the environment.
 	OpenStore(context.Context, *OpenStoreRequest) (*OpenStoreResponse, error)
@@ -230,6 +247,9 @@ type DriverServer interface {
 // pointer dereference when methods are called.
 type UnimplementedDriverServer struct{}
 
+func (UnimplementedDriverServer) Hello(context.Context, *HelloRequest) (*HelloResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Hello not implemented")
+}
 func (UnimplementedDriverServer) OpenStore(context.Context, *OpenStoreRequest) (*OpenStoreResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OpenStore not implemented")
 }
@@ -279,6 +299,24 @@ func RegisterDriverServer(s grpc.ServiceRegistrar, srv DriverServer) {
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&Driver_ServiceDesc, srv)
+}
+
+func _Driver_Hello_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HelloRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).Hello(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_Hello_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).Hello(ctx, req.(*HelloRequest))
+	}
+	return interceptor(ctx, in, info, handler)
 }
 
 func _Driver_OpenStore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -450,6 +488,10 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "strata.stream.v1.Driver",
 	HandlerType: (*DriverServer)(nil),
 	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Hello",
+			Handler:    _Driver_Hello_Handler,
+		},
 		{
 			MethodName: "OpenStore",
 			Handler:    _Driver_OpenStore_Handler,
