@@ -10,29 +10,34 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/stratastream/strata/conformance"
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
 	"github.com/stratastream/strata/stream/plugin"
 )
 
 const conformanceUsage = `Usage: strata conformance --driver NAME|PATH [flags]
 
-Runs the conformance suite against a driver loaded out-of-process (its
+Runs the conformance suites against a driver loaded out-of-process (its
 plugin binary, through stream/plugin). NAME is a built-in driver (memory,
 nfs, s3, azure, hdfs; built on demand from the source tree) and PATH a
-plugin binary. Progress goes to stderr, a per-case table to stdout (to
-stderr with --json). Exit status: 0 nothing failed, 1 a case failed, 2 bad
-input (flags, driver, config).
+plugin binary. The stream suite checks the Stream contract; the sharedlog
+suite runs Kafka partition-log cases on top of the driver (its case names
+start with "sharedlog/"). Progress goes to stderr, a per-case table to
+stdout (to stderr with --json). Exit status: 0 nothing failed, 1 a case
+failed, 2 bad input (flags, driver, config).
 
 Flags:
 `
 
 // defaultDriverConfig is the config used for a built-in driver when no
 // --config is given: the memory driver needs a named namespace so that a
-// case's second store shares its streams.
+// case's second store shares its streams (each case has a process of its
+// own, so cases never see each other's streams).
 var defaultDriverConfig = map[string]string{
 	"memory": "namespace: strata-conformance\n",
 }
@@ -94,19 +99,9 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *driver == "" {
 		return bad("--driver is required (a built-in name such as memory, or the path of a plugin binary)")
 	}
-	switch *suite {
-	case conformance.SuiteStream, "all":
-	case "sharedlog":
-		return bad("the sharedlog suite does not exist yet (the sharedlog package is not built); run --suite stream")
-	default:
-		return bad("unknown --suite %q: want stream, sharedlog or all", *suite)
-	}
-	cases, err := conformance.Select(conformance.Cases(), *runPat)
+	plan, err := planCases(*suite, *runPat)
 	if err != nil {
-		return bad("--run: %v", err)
-	}
-	if len(cases) == 0 {
-		return bad("--run %q matches no case", *runPat)
+		return bad("%v", err)
 	}
 	config := []byte(defaultDriverConfig[*driver])
 	if *configPath != "" {
@@ -139,22 +134,21 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	h.BackendCtl, h.Scale = *backendCtl, *scale
 	h.Seed = conformance.ResolveSeed(*seed)
 
-	if *suite == "all" {
-		fmt.Fprintln(stderr, "strata conformance: the sharedlog suite does not exist yet; running the stream suite")
-	}
-	fmt.Fprintf(stderr, "strata conformance: driver %s %s (%s), out of process, %d cases, seed %d\n",
-		info.Driver, info.Version, bin, len(cases), h.Seed)
+	fmt.Fprintf(stderr, "strata conformance: driver %s %s (%s), out of process, suite %s, %d cases, seed %d\n",
+		info.Driver, info.Version, bin, *suite, len(plan), h.Seed)
 	rep := reportJSON{Driver: *driver, OutOfProcess: true, Suite: *suite, Cases: []caseJSON{}}
 	var results []conformance.Result
 	runID := fmt.Sprintf("cli%d", time.Now().UnixNano()%1e9)
-	for i, c := range cases {
+	for i, p := range plan {
 		if ctx.Err() != nil {
-			fmt.Fprintf(stderr, "strata conformance: interrupted after %d of %d cases\n", i, len(cases))
+			fmt.Fprintf(stderr, "strata conformance: interrupted after %d of %d cases\n", i, len(plan))
 			break
 		}
-		r := conformance.RunCase(ctx, h, c, conformance.RunOptions{Seed: h.Seed, Timeout: *timeout, RunID: runID})
+		c := p.c
+		r := p.run(ctx, h, conformance.RunOptions{Seed: h.Seed, Timeout: *timeout, RunID: runID})
+		r.Case = c
 		results = append(results, r)
-		fmt.Fprintf(stderr, "[%*d/%d] %-50s %s (%s)\n", len(fmt.Sprint(len(cases))), i+1, len(cases), c.FullName(), r.Status, r.Duration.Round(time.Millisecond))
+		fmt.Fprintf(stderr, "[%*d/%d] %-50s %s (%s)\n", len(fmt.Sprint(len(plan))), i+1, len(plan), c.FullName(), r.Status, r.Duration.Round(time.Millisecond))
 		if r.Status == conformance.StatusFail || *verbose {
 			for _, l := range r.Log {
 				fmt.Fprintf(stderr, "        %s\n", strings.ReplaceAll(l, "\n", "\n        "))
@@ -173,7 +167,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 			DurationMS: float64(r.Duration.Microseconds()) / 1000, Error: r.Error,
 		})
 	}
-	interrupted := len(results) < len(cases)
+	interrupted := len(results) < len(plan)
 
 	table := stdout
 	if *jsonOut {
@@ -197,6 +191,54 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		return 1
 	}
 	return 0
+}
+
+// planned is one case to run, named as the report shows it.
+type planned struct {
+	c   conformance.Case
+	run func(ctx context.Context, h conformance.Harness, opts conformance.RunOptions) conformance.Result
+}
+
+// planCases lists the cases of suite ("stream", "sharedlog" or "all") whose
+// reported name matches pattern. SharedLog cases are named
+// "sharedlog/<family>/<case>" so that they never clash with stream cases.
+func planCases(suite, pattern string) ([]planned, error) {
+	var plan []planned
+	switch suite {
+	case conformance.SuiteStream, "sharedlog", "all":
+	default:
+		return nil, fmt.Errorf("unknown --suite %q: want stream, sharedlog or all", suite)
+	}
+	if suite != "sharedlog" {
+		for _, c := range conformance.Cases() {
+			plan = append(plan, planned{c: c, run: func(ctx context.Context, h conformance.Harness, o conformance.RunOptions) conformance.Result {
+				return conformance.RunCase(ctx, h, c, o)
+			}})
+		}
+	}
+	if suite != conformance.SuiteStream {
+		for _, sc := range sharedlogtest.Cases() {
+			c := sc.Conformance()
+			c.Family = sharedlogtest.Suite + "/" + c.Family
+			plan = append(plan, planned{c: c, run: func(ctx context.Context, h conformance.Harness, o conformance.RunOptions) conformance.Result {
+				return sharedlogtest.RunCase(ctx, h, sc, o)
+			}})
+		}
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("--run: bad case pattern %q: %v", pattern, err)
+	}
+	var out []planned
+	for _, p := range plan {
+		if re.MatchString(p.c.FullName()) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--run %q matches no case of the %s suite", pattern, suite)
+	}
+	return out, nil
 }
 
 // oneLine folds a possibly chatty error message into one line, dropping

@@ -159,6 +159,38 @@ func TestConformanceFailsOnBrokenDriver(t *testing.T) {
 	}
 }
 
+// TestConformanceSuites: --suite sharedlog runs the SharedLog cases (named
+// sharedlog/...), --suite all runs both suites.
+func TestConformanceSuites(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "--driver", "memory", "--suite", "sharedlog", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr)
+	}
+	var rep reportJSON
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout: %v\n%s", err, stdout)
+	}
+	if rep.Suite != "sharedlog" || len(rep.Cases) == 0 || rep.Failed != 0 {
+		t.Fatalf("report: suite %q, %d cases, %d failed", rep.Suite, len(rep.Cases), rep.Failed)
+	}
+	for _, c := range rep.Cases {
+		if !strings.HasPrefix(c.Name, "sharedlog/") || !strings.HasPrefix(c.Family, "sharedlog/") || !strings.HasPrefix(c.Name, c.Family+"/") {
+			t.Fatalf("sharedlog case %+v: want names and families under sharedlog/", c)
+		}
+	}
+	code, stdout, stderr = runCLI(t, "--driver", "memory", "--suite", "all", "--run", "^(contract/empty-stream|sharedlog/.*)$", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr)
+	}
+	var all reportJSON
+	if err := json.Unmarshal([]byte(stdout), &all); err != nil {
+		t.Fatal(err)
+	}
+	if all.Suite != "all" || len(all.Cases) != len(rep.Cases)+1 || all.Cases[0].Name != "contract/empty-stream" {
+		t.Fatalf("--suite all: %d cases (first %q), want the stream case then %d sharedlog cases", len(all.Cases), all.Cases[0].Name, len(rep.Cases))
+	}
+}
+
 // TestConformanceBadInput: bad input is one clear line on stderr and exit
 // status 2.
 func TestConformanceBadInput(t *testing.T) {
@@ -183,9 +215,9 @@ func TestConformanceBadInput(t *testing.T) {
 		{"unreadable config", []string{"--driver", "memory", "--config", unreadable}, "config"},
 		{"config refused", []string{"--driver", "memory", "--config", badConfig}, "config"},
 		{"no driver", nil, "--driver is required"},
-		{"sharedlog suite", []string{"--driver", "memory", "--suite", "sharedlog"}, "sharedlog suite does not exist yet"},
 		{"unknown suite", []string{"--driver", "memory", "--suite", "nope"}, "unknown --suite"},
 		{"bad regexp", []string{"--driver", "memory", "--run", "("}, "--run"},
+		{"no sharedlog case matches", []string{"--driver", "memory", "--suite", "sharedlog", "--run", "^contract/"}, "matches no case of the sharedlog suite"},
 		{"no case matches", []string{"--driver", "memory", "--run", "^nothing$"}, "matches no case"},
 		{"bad junit path", []string{"--driver", "memory", "--junit", filepath.Join(dir, "no/such/dir/j.xml")}, "--junit"},
 	} {
