@@ -15,7 +15,10 @@
 // Each case runs as the subtest "family/case". The same cases run outside
 // `go test` (the `strata conformance` command does so, against an
 // out-of-process driver): Cases lists them, and RunCase runs one with its
-// own T implementation, a timeout, and panic recovery.
+// own T implementation, a timeout, and panic recovery. RunFunc is that
+// runner for any case body, so suites built on the same Harness (the
+// SharedLog suite, sharedlog/sharedlogtest) share it. PluginHarness builds
+// the Harness for a driver's plugin binary.
 //
 // Cases skip only for what a driver declares (its stream.Info capabilities,
 // or a Harness hook left nil), never because something failed to start.
