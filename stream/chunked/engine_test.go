@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,5 +223,116 @@ func TestCorruptChunk(t *testing.T) {
 	}
 	if _, err := w.Fetch(ctx, 0, stream.NoEnd, 0); !errors.Is(err, stream.ErrCorrupt) {
 		t.Fatalf("fetch of a flipped byte: %v", err)
+	}
+}
+
+// hangingStorage blocks every call while stopped (a backend taken away
+// mid-append), ignoring its context as a stuck mount would.
+type hangingStorage struct {
+	*MemStorage
+	mu      sync.Mutex
+	stopped chan struct{} // nil while running
+}
+
+func (h *hangingStorage) gate() {
+	h.mu.Lock()
+	c := h.stopped
+	h.mu.Unlock()
+	if c != nil {
+		<-c
+	}
+}
+
+func (h *hangingStorage) stop() { h.mu.Lock(); h.stopped = make(chan struct{}); h.mu.Unlock() }
+func (h *hangingStorage) start() {
+	h.mu.Lock()
+	close(h.stopped)
+	h.stopped = nil
+	h.mu.Unlock()
+}
+
+func (h *hangingStorage) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	h.gate()
+	return h.MemStorage.PutIfAbsent(ctx, key, data)
+}
+
+func (h *hangingStorage) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	h.gate()
+	return h.MemStorage.Get(ctx, key, off, n)
+}
+
+func TestUnavailableWithinOpTimeout(t *testing.T) {
+	ctx := context.Background()
+	hs := &hangingStorage{MemStorage: NewMemStorage()}
+	s := newTestStore(t, hs, Options{OpTimeout: 50 * time.Millisecond})
+	w := mustOpen(t, s, "f", 1)
+	if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	hs.stop()
+	var fs []*stream.AppendFuture
+	for i := 0; i < 5; i++ {
+		fs = append(fs, w.Append(ctx, stream.Batch{Count: 1, Payload: payload(i)}))
+	}
+	for i, f := range fs {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := f.Wait(wctx)
+		cancel()
+		if !errors.Is(err, stream.ErrUnavailable) {
+			t.Fatalf("append %d with the backend stopped: %v, want ErrUnavailable", i, err)
+		}
+	}
+	if _, err := w.Fetch(ctx, 0, stream.NoEnd, 0); err != nil {
+		t.Fatalf("fetch of cached, acked data while stopped: %v", err)
+	}
+	hs.start()
+	// After the backend returns, the session recovers (re-walk) and goes on.
+	r, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: []byte("after")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := fetchAll(t, w, 0)
+	if len(bs) == 0 || string(bs[0].Payload) != "before" || bs[len(bs)-1].BaseOffset != r.BaseOffset || string(bs[len(bs)-1].Payload) != "after" {
+		t.Fatalf("log after the fault: %v", bs)
+	}
+	for i, b := range bs {
+		if b.BaseOffset != int64(i) {
+			t.Fatalf("gap or duplicate at batch %d: %+v", i, b)
+		}
+	}
+}
+
+func TestReadOnlyAndStaleWriterAfterDelete(t *testing.T) {
+	ctx := context.Background()
+	mem := NewMemStorage()
+	s1 := newTestStore(t, mem, Options{})
+	s2 := newTestStore(t, mem, Options{})
+	w := mustOpen(t, s1, "d", 1)
+	if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s2.Open(ctx, "d", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Delete(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Delete(ctx, "d"); !errors.Is(err, stream.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := r.Fetch(ctx, 0, stream.NoEnd, 0); !errors.Is(err, stream.ErrNotFound) {
+		t.Fatalf("reader of a deleted stream: %v", err)
+	}
+	if err := w.Trim(ctx, 1); !errors.Is(err, stream.ErrFenced) {
+		t.Fatalf("trim by a holder of a deleted stream: %v", err)
+	}
+	// Recreated: the old holder's appends never reach the new incarnation.
+	w2 := mustOpen(t, s2, "d", 1)
+	if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: []byte("stale")}); !errors.Is(err, stream.ErrFenced) {
+		t.Fatalf("stale append after delete: %v", err)
+	}
+	if bs := fetchAll(t, w2, 0); len(bs) != 0 {
+		t.Fatalf("recreated stream shows old data: %v", bs)
 	}
 }

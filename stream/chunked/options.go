@@ -35,6 +35,12 @@ type Options struct {
 	// CacheBytes bounds the Store's cache of recent chunks
 	// (default DefaultCacheBytes; negative: no cache).
 	CacheBytes int64
+	// CheckpointChunks: after this many acked chunks without a manifest,
+	// the writer writes a checkpoint manifest (a trim that keeps the start)
+	// so that later opens and readers walk few slots, and GC removes the
+	// fence chunks and zombies behind it (default DefaultCheckpointChunks;
+	// negative: never).
+	CheckpointChunks int
 	// OpTimeout bounds every single Storage call (default DefaultOpTimeout).
 	// A put that times out has an unknown outcome and is handled as such;
 	// the append it carries fails with ErrUnavailable.
@@ -76,6 +82,7 @@ const (
 	DefaultMaxInflightChunks = 4
 	DefaultCacheBytes        = 32 << 20
 	DefaultOpTimeout         = 10 * time.Second
+	DefaultCheckpointChunks  = 1024
 )
 
 func (o Options) withDefaults() (Options, error) {
@@ -105,6 +112,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CacheBytes == 0 {
 		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.CheckpointChunks == 0 {
+		o.CheckpointChunks = DefaultCheckpointChunks
 	}
 	if o.OpTimeout == 0 {
 		o.OpTimeout = DefaultOpTimeout

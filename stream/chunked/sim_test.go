@@ -390,7 +390,7 @@ func (w *simWorld) newID() string {
 
 func (w *simWorld) opts() Options {
 	o := Options{Driver: "sim", OpTimeout: simOpTimeout, NewID: w.newID, MaxInflightChunks: 1 + w.rng.IntN(3),
-		MaxChunkBytes: 64 << w.rng.IntN(3), broken: w.broken}
+		MaxChunkBytes: 64 << w.rng.IntN(3), CheckpointChunks: 2 + w.rng.IntN(6), broken: w.broken}
 	if w.rng.IntN(3) == 0 {
 		o.Linger = time.Millisecond
 	}

@@ -14,6 +14,21 @@ import (
 // winner and probes again. When the manifest is written, GC of the slots it
 // authorises runs in the background (R2).
 func (w *writer) trim(ctx context.Context, newStart int64) error {
+	return w.writeManifest(ctx, newStart, false)
+}
+
+// checkpoint writes a manifest that moves only the index (same start), so
+// that opens and readers walk from a recent slot instead of from the last
+// trim (Options.CheckpointChunks).
+func (w *writer) checkpoint(ctx context.Context) {
+	if err := w.writeManifest(ctx, w.ch.Start, true); err != nil {
+		w.s.opts.Logger.Debug("chunked: checkpoint manifest not written", "stream", w.l.name, "err", err)
+	}
+}
+
+// writeManifest is Trim; with checkpoint it writes even when the start
+// does not move.
+func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint bool) error {
 	if w.failed != nil {
 		return w.failed
 	}
@@ -40,10 +55,10 @@ func (w *writer) trim(ctx context.Context, newStart int64) error {
 			}
 			v++
 		}
-		if newStart <= w.ch.Start {
+		if newStart <= w.ch.Start && !checkpoint {
 			return nil // a no-op, once the probe showed we are not fenced
 		}
-		start := newStart
+		start := max(newStart, w.ch.Start)
 		i, _ := slices.BinarySearchFunc(w.ch.Entries, start, func(e indexEntry, off int64) int {
 			if e.end() <= off {
 				return -1
@@ -62,6 +77,7 @@ func (w *writer) trim(ctx context.Context, newStart int64) error {
 		}
 		w.ch.KnownV = v + 1
 		w.ch.Start = start
+		w.sinceManifest = 0
 		w.ch.Entries = w.ch.Entries[i:]
 		w.publish()
 		w.s.writeHint(ctx, w.l, v+1)

@@ -41,10 +41,12 @@ type writer struct {
 	probing     bool
 	outstanding int // put and probe goroutines not yet reported
 	needRewalk  bool
-	failed      error // terminal: ErrFenced, or errDeleted
-	isClosing   bool
-	timer       *time.Timer
-	timerAt     time.Time
+	// acked chunks since the last manifest this session wrote
+	sinceManifest int
+	failed        error // terminal: ErrFenced, or errDeleted
+	isClosing     bool
+	timer         *time.Timer
+	timerAt       time.Time
 }
 
 // view is what Fetch and the offset accessors read.
@@ -329,6 +331,12 @@ func (w *writer) pump(ctx context.Context) {
 			return
 		}
 	}
+	if n := w.s.opts.CheckpointChunks; n > 0 && w.sinceManifest >= n {
+		w.checkpoint(ctx)
+		if w.failed != nil {
+			return
+		}
+	}
 	for w.canCut() && len(w.queue) > 0 {
 		if !w.lingerOver() {
 			break
@@ -573,6 +581,7 @@ func (w *writer) advance() {
 func (w *writer) ack(h *pend) {
 	w.ch.Entries = append(w.ch.Entries, indexEntry{Seq: h.slot, Base: h.base, Count: uint64(h.end - h.base), PutID: h.id})
 	w.ch.Tail = tail{Seq: h.slot + 1, Next: h.end, Max: w.self}
+	w.sinceManifest++
 	w.s.cache.add(w.l, h.slot, h.id, h.batches, len(h.data))
 	w.publish() // before the futures: a Fetch after an ack sees it
 	for i, r := range h.reqs {
