@@ -359,13 +359,8 @@ func (c *Client) callErr(ctx context.Context, what string, err error) error {
 	if errors.As(e, &re) || !errors.Is(e, stream.ErrUnavailable) {
 		return e
 	}
-	if c.isClosed() {
-		return fmt.Errorf("%w: %s: %s was closed", stream.ErrClosed, what, c.describe())
-	}
-	select {
-	case <-c.exited:
-		return c.exitErr(what)
-	default:
+	if cerr := c.check(what); cerr != nil {
+		return cerr
 	}
 	if status.Code(err) != codes.Unavailable {
 		return e
