@@ -331,7 +331,7 @@ func (l *Log) recover(ctx context.Context) error {
 	from := max(snap.Next, l.start)
 	now := l.opts.Now().UnixMilli()
 	for from < l.next {
-		bs, err := l.data.Fetch(ctx, from, stream.NoEnd, 0)
+		bs, err := l.data.Fetch(ctx, from, l.next, 0)
 		if err != nil {
 			return fmt.Errorf("replay %q from offset %d: %w", l.data.Name(), from, err)
 		}

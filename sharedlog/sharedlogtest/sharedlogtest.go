@@ -14,11 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"regexp"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stratastream/strata/conformance"
 )
@@ -67,25 +63,6 @@ func Cases() []Case {
 	return out
 }
 
-// Select returns the cases whose FullName matches pattern (unanchored; empty
-// selects all).
-func Select(cases []Case, pattern string) ([]Case, error) {
-	if pattern == "" {
-		return cases, nil
-	}
-	re, err := regexp.Compile(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("sharedlogtest: bad case pattern %q: %w", pattern, err)
-	}
-	var out []Case
-	for _, c := range cases {
-		if re.MatchString(c.FullName()) {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
-
 // Run runs every case against the driver the harness opens, each as the
 // subtest "family/name". A driver's test calls it next to conformance.Run:
 //
@@ -101,50 +78,21 @@ func Run(t *testing.T, h conformance.Harness) {
 	}
 }
 
-// RunCase runs one case outside `go test` (the CLI's --suite sharedlog) and
-// returns its outcome in the stream suite's Result form: Fatalf and Skipf
+// RunCase runs one case outside `go test` (the CLI's --suite sharedlog)
+// with the stream suite's runner (conformance.RunFunc): Fatalf and Skipf
 // stop the case, a panic fails it, and a case outliving opts.Timeout
-// (default 5 minutes) fails. opts.Seed is unused (no case is randomised).
+// (default 5 minutes) fails. opts.Seed is unused (no case is randomised);
+// opts.RunID names the run in stream names (empty: a fresh one).
 func RunCase(ctx context.Context, h conformance.Harness, c Case, opts conformance.RunOptions) conformance.Result {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Minute
+	if opts.RunID == "" {
+		opts.RunID = newRunID()
 	}
-	run := opts.RunID
-	if run == "" {
-		run = newRunID()
-	}
-	ct := newCaseT(ctx, c.FullName())
-	start := time.Now()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			if r := recover(); r != nil {
-				buf := make([]byte, 16<<10)
-				ct.fail(fmt.Sprintf("panic: %v\n%s", r, buf[:runtime.Stack(buf, false)]))
-			}
-		}()
+	return conformance.RunFunc(ctx, c.Conformance(), opts, func(t conformance.T) {
 		if h.NewStore == nil {
-			ct.Fatalf("sharedlogtest: Harness.NewStore is nil")
+			t.Fatalf("sharedlogtest: Harness.NewStore is nil")
 		}
-		runCase(ct, h, c, run)
-	}()
-	timer := time.NewTimer(opts.Timeout)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		ct.fail(fmt.Sprintf("case timed out after %v", opts.Timeout))
-		ct.cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-		}
-	}
-	ct.runCleanups()
-	res := conformance.Result{Case: c.Conformance(), Duration: time.Since(start), Seed: opts.Seed}
-	res.Status, res.Error, res.Log = ct.outcome()
-	return res
+		runCase(t, h, c, opts.RunID)
+	})
 }
 
 func newRunID() string {

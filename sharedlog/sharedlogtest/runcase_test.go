@@ -1,0 +1,93 @@
+package sharedlogtest_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stratastream/strata/conformance"
+	"github.com/stratastream/strata/drivers/memory"
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
+	"github.com/stratastream/strata/stream"
+)
+
+var seq atomic.Int64
+
+// lossyStore is a deliberately broken driver: its read-only and second
+// opens see a stream without its last batch, as if an acked append were
+// lost.
+type lossyStore struct{ stream.Store }
+
+func (s lossyStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
+	st, err := s.Store.Open(ctx, name, o)
+	if err != nil {
+		return nil, err
+	}
+	return lossyStream{st}, nil
+}
+
+type lossyStream struct{ stream.Stream }
+
+func (s lossyStream) NextOffset() int64 {
+	if n := s.Stream.NextOffset(); n > 0 && s.Stream.Epoch() >= 2 {
+		return n - 1
+	}
+	return s.Stream.NextOffset()
+}
+
+func harness(broken bool) conformance.Harness {
+	var ns atomic.Value
+	wrap := func(s stream.Store) stream.Store {
+		if broken {
+			return lossyStore{s}
+		}
+		return s
+	}
+	return conformance.Harness{
+		NewStore: func(t conformance.T) stream.Store {
+			n := fmt.Sprintf("runcase-%d", seq.Add(1))
+			ns.Store(n)
+			return wrap(memory.New(memory.Config{Namespace: n}))
+		},
+		Second: func(t conformance.T, _ stream.Store) stream.Store {
+			return wrap(memory.New(memory.Config{Namespace: ns.Load().(string)}))
+		},
+	}
+}
+
+// TestRunCase runs cases the way the CLI does (RunCase, outside go test):
+// they pass on the memory driver, and the takeover cases fail on a driver
+// that hides an acked batch from a new owner.
+func TestRunCase(t *testing.T) {
+	ctx := context.Background()
+	var ran int
+	for _, c := range sharedlogtest.Cases() {
+		if c.Family != sharedlogtest.FamilyTakeover || c.Name == "crash-recovery" {
+			continue
+		}
+		ran++
+		good := sharedlogtest.RunCase(ctx, harness(false), c, conformance.RunOptions{})
+		if good.Status != conformance.StatusPass {
+			t.Errorf("%s on memory: %s %s", c.FullName(), good.Status, good.Error)
+		}
+		if good.Case.Suite != sharedlogtest.Suite || good.Case.FullName() != c.FullName() {
+			t.Errorf("result names case %+v", good.Case)
+		}
+	}
+	if ran < 5 {
+		t.Fatalf("only %d takeover cases", ran)
+	}
+	for _, name := range []string{"fences-old-owner", "idempotent-retry", "mid-pipeline"} {
+		var c sharedlogtest.Case
+		for _, x := range sharedlogtest.Cases() {
+			if x.Family == sharedlogtest.FamilyTakeover && x.Name == name {
+				c = x
+			}
+		}
+		bad := sharedlogtest.RunCase(ctx, harness(true), c, conformance.RunOptions{})
+		if bad.Status != conformance.StatusFail {
+			t.Errorf("%s on a driver that loses an acked batch: %s, want fail", c.FullName(), bad.Status)
+		}
+	}
+}
