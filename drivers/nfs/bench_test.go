@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,156 +14,230 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// The benchmarks measure the driver's append path against the physical
-// limit of the same directory in the same run:
+// BenchmarkCompare measures the driver's appends against the physical limit
+// of the same directory, interleaved in time so that load from elsewhere on
+// the machine hits both alike. Run it once:
 //
-//	BenchmarkAppend  size × streams × linger × in-flight appends per stream
-//	BenchmarkRaw     a loop of write + fsync + link (and, as "raw+dirsync",
-//	                 + fsync of the directory) per writer, same sizes
-//	BenchmarkFsync   one write + fsync of a new file: "one fsync"
+//	go test -run '^$' -bench Compare -benchtime 1x -v ./drivers/nfs/
 //
-// Each reports MB/s (SetBytes), p50-ms and p99-ms of single operations.
-// Results and analysis: docs/benchmarks.md, section "nfs driver".
-
-var benchSizes = []struct {
-	name string
-	n    int
-}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}}
-
-// latencies collects operation latencies from several goroutines.
-type latencies struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (l *latencies) add(ds []time.Duration) {
-	l.mu.Lock()
-	l.d = append(l.d, ds...)
-	l.mu.Unlock()
-}
-
-// report adds p50-ms and p99-ms to b.
-func (l *latencies) report(b *testing.B) {
-	if len(l.d) == 0 {
-		return
+// For each batch size (1 KiB, 64 KiB, 1 MiB) and number of streams (1, 16)
+// it runs, in rounds of benchSlice each, alternating:
+//
+//	raw          per writer: write temp + fsync + close + link(2) + unlink
+//	raw+dirsync  the same + fsync of the directory (the driver's durable put)
+//	fsync        per writer: write a new file + fsync ("one fsync")
+//	append       the driver: linger 0 / 2ms × 1 / 32 appends in flight per stream
+//
+// with as many writers as streams (STRATA_BENCH_SIZES and
+// STRATA_BENCH_STREAMS, comma-separated, narrow the matrix;
+// STRATA_BENCH_ROUNDS sets the rounds, default 4), and prints MB/s, p50 and p99 of single
+// operations, and append MB/s as a share of raw. STRATA_BENCH_OUT names a
+// file to write the table to as well. Results: docs/benchmarks.md.
+func BenchmarkCompare(b *testing.B) {
+	rounds := 4
+	if n, err := strconv.Atoi(os.Getenv("STRATA_BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
 	}
-	slices.Sort(l.d)
-	q := func(p float64) float64 {
-		return float64(l.d[min(len(l.d)-1, int(p*float64(len(l.d))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(0.50), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-}
-
-// split divides n operations among k workers.
-func split(n, k, i int) int {
-	return n/k + map[bool]int{true: 1, false: 0}[i < n%k]
-}
-
-func BenchmarkAppend(b *testing.B) {
-	for _, size := range benchSizes {
-		for _, streams := range []int{1, 16} {
-			for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
-				for _, inflight := range []int{1, 32} {
-					name := fmt.Sprintf("size=%s/streams=%d/linger=%v/inflight=%d", size.name, streams, linger, inflight)
-					b.Run(name, func(b *testing.B) { benchAppend(b, size.n, streams, linger, inflight) })
-				}
+	var table strings.Builder
+	fmt.Fprintf(&table, "| size | streams | kind | MB/s | p50 ms | p99 ms | of raw | of raw+dirsync |\n|---|---|---|---|---|---|---|---|\n")
+	sizes, streamCounts := envInts("STRATA_BENCH_SIZES", 1<<10, 64<<10, 1<<20), envInts("STRATA_BENCH_STREAMS", 1, 16)
+	for b.Loop() {
+		for _, size := range sizes {
+			for _, streams := range streamCounts {
+				compareGroup(b, &table, size, streams, rounds)
 			}
+		}
+	}
+	b.Log("\n" + table.String())
+	if out := os.Getenv("STRATA_BENCH_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(table.String()), 0o644); err != nil {
+			b.Error(err)
 		}
 	}
 }
 
-// benchAppend: streams streams on one Store, each with a goroutine keeping
-// up to inflight appends outstanding (bounded to 32 MiB per stream).
-func benchAppend(b *testing.B, size, streams int, linger time.Duration, inflight int) {
+// envInts reads a comma-separated list of ints from the environment, else
+// returns def.
+func envInts(name string, def ...int) []int {
+	var out []int
+	for f := range strings.SplitSeq(os.Getenv(name), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return out
+}
+
+// benchSlice is how long each kind runs per round.
+const benchSlice = 400 * time.Millisecond
+
+// measured accumulates one kind's rounds.
+type measured struct {
+	name    string
+	run     func(d time.Duration) (bytes int64, elapsed time.Duration, lat []time.Duration)
+	bytes   int64
+	elapsed time.Duration
+	lat     []time.Duration
+}
+
+func (m *measured) mbps() float64 { return float64(m.bytes) / m.elapsed.Seconds() / 1e6 }
+
+func (m *measured) quantile(p float64) float64 {
+	if len(m.lat) == 0 {
+		return 0
+	}
+	slices.Sort(m.lat)
+	return float64(m.lat[min(len(m.lat)-1, int(p*float64(len(m.lat))))].Microseconds()) / 1000
+}
+
+func sizeName(n int) string {
+	if n >= 1<<20 {
+		return strconv.Itoa(n>>20) + " MiB"
+	}
+	return strconv.Itoa(n>>10) + " KiB"
+}
+
+func compareGroup(b *testing.B, table *strings.Builder, size, streams, rounds int) {
 	root := freshRoot(b)
-	s, err := Open(b.Context(), configFor(root, "linger: "+linger.String()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	inflight = max(1, min(inflight, (32<<20)/size))
-	sts := make([]stream.Stream, streams)
-	for i := range sts {
-		if sts[i], err = s.Open(b.Context(), "bench/"+strconv.Itoa(i), stream.OpenOptions{Epoch: 1, CreateIfMissing: true}); err != nil {
-			b.Fatal(err)
-		}
-		defer sts[i].Close()
-	}
 	payload := make([]byte, size)
-	var lat latencies
-	b.SetBytes(int64(size))
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for i, st := range sts {
-		n := split(b.N, streams, i)
+	kinds := []*measured{
+		{name: "raw", run: rawRunner(b, filepath.Join(root, "raw"), payload, streams, false)},
+		{name: "raw+dirsync", run: rawRunner(b, filepath.Join(root, "rawsync"), payload, streams, true)},
+		{name: "fsync", run: fsyncRunner(b, filepath.Join(root, "fsync"), payload, streams)},
+	}
+	for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
+		for _, inflight := range []int{1, 32} {
+			kinds = append(kinds, &measured{
+				name: fmt.Sprintf("append linger=%v inflight=%d", linger, inflight),
+				run:  appendRunner(b, filepath.Join(root, fmt.Sprintf("l%vi%d", linger, inflight)), payload, streams, linger, inflight),
+			})
+		}
+	}
+	for r := range rounds {
+		order := slices.Clone(kinds)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, k := range order {
+			n, el, lat := k.run(benchSlice)
+			k.bytes += n
+			k.elapsed += el
+			k.lat = append(k.lat, lat...)
+		}
+	}
+	raw, rawSync := kinds[0].mbps(), kinds[1].mbps()
+	for _, k := range kinds {
+		share := func(of float64) string {
+			if !strings.HasPrefix(k.name, "append") {
+				return ""
+			}
+			return fmt.Sprintf("%.0f%%", 100*k.mbps()/of)
+		}
+		fmt.Fprintf(table, "| %s | %d | %s | %.1f | %.2f | %.2f | %s | %s |\n",
+			sizeName(size), streams, k.name, k.mbps(), k.quantile(0.5), k.quantile(0.99), share(raw), share(rawSync))
+	}
+}
+
+// parallel runs work(w, deadline) on n goroutines and returns the bytes
+// they moved, the wall time until the last finished, and all latencies.
+func parallel(n int, d time.Duration, work func(w int, deadline time.Time) (int64, []time.Duration)) (int64, time.Duration, []time.Duration) {
+	var (
+		mu    sync.Mutex
+		total int64
+		all   []time.Duration
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := range n {
 		wg.Go(func() {
-			type pending struct {
-				f     *stream.AppendFuture
-				start time.Time
-			}
-			window := make(chan pending, inflight)
-			ds := make([]time.Duration, 0, n)
-			go func() {
-				for range n {
-					start := time.Now()
-					window <- pending{st.Append(b.Context(), stream.Batch{Count: 1, Payload: payload}), start}
-				}
-				close(window)
-			}()
-			for p := range window {
-				if _, err := p.f.Wait(b.Context()); err != nil {
-					b.Error(err)
-					return
-				}
-				ds = append(ds, time.Since(p.start))
-			}
-			lat.add(ds)
+			bytes, lat := work(w, deadline)
+			mu.Lock()
+			total += bytes
+			all = append(all, lat...)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	b.StopTimer()
-	lat.report(b)
+	return total, time.Since(start), all
 }
 
-func BenchmarkRaw(b *testing.B) {
-	for _, size := range benchSizes {
-		for _, writers := range []int{1, 16} {
-			for _, dirsync := range []bool{false, true} {
-				kind := "raw"
-				if dirsync {
-					kind = "raw+dirsync"
-				}
-				b.Run(fmt.Sprintf("%s/size=%s/writers=%d", kind, size.name, writers), func(b *testing.B) {
-					benchRaw(b, size.n, writers, dirsync)
-				})
-			}
+// rawRunner: each writer loops write temp + fsync + close + link to a new
+// name (+ fsync of the directory) + unlink temp, in a directory of its own,
+// as the driver does for each chunk.
+func rawRunner(b *testing.B, dir string, payload []byte, writers int, dirsync bool) func(time.Duration) (int64, time.Duration, []time.Duration) {
+	seq := make([]int, writers)
+	for w := range writers {
+		if err := os.MkdirAll(filepath.Join(dir, strconv.Itoa(w)), 0o755); err != nil {
+			b.Fatal(err)
 		}
+	}
+	return func(d time.Duration) (int64, time.Duration, []time.Duration) {
+		return parallel(writers, d, func(w int, deadline time.Time) (int64, []time.Duration) {
+			wdir := filepath.Join(dir, strconv.Itoa(w))
+			var n int64
+			var lat []time.Duration
+			for time.Now().Before(deadline) {
+				seq[w]++
+				start := time.Now()
+				if err := rawPut(wdir, strconv.Itoa(seq[w]), payload, dirsync); err != nil {
+					b.Error(err)
+					break
+				}
+				lat = append(lat, time.Since(start))
+				n += int64(len(payload))
+			}
+			return n, lat
+		})
 	}
 }
 
-// benchRaw: writers goroutines each loop write temp + fsync + close +
-// link(2) to a new name (+ fsync of the directory) + unlink temp, in a
-// directory of their own, as the driver does per chunk.
-func benchRaw(b *testing.B, size, writers int, dirsync bool) {
-	root := freshRoot(b)
-	payload := make([]byte, size)
-	var lat latencies
-	b.SetBytes(int64(size))
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for w := range writers {
-		n := split(b.N, writers, w)
-		dir := filepath.Join(root, strconv.Itoa(w))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			b.Fatal(err)
+func rawPut(dir, name string, payload []byte, dirsync bool) error {
+	tmp := filepath.Join(dir, "t")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(payload)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(tmp, filepath.Join(dir, name))
+	}
+	if err == nil && dirsync {
+		var d *os.File
+		if d, err = os.Open(dir); err == nil {
+			err = d.Sync()
+			d.Close()
 		}
-		wg.Go(func() {
-			ds := make([]time.Duration, 0, n)
-			for i := range n {
+	}
+	if rerr := os.Remove(tmp); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// fsyncRunner: each writer loops write a new file + fsync + close.
+func fsyncRunner(b *testing.B, dir string, payload []byte, writers int) func(time.Duration) (int64, time.Duration, []time.Duration) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	seq := make([]int, writers)
+	return func(d time.Duration) (int64, time.Duration, []time.Duration) {
+		return parallel(writers, d, func(w int, deadline time.Time) (int64, []time.Duration) {
+			var n int64
+			var lat []time.Duration
+			for time.Now().Before(deadline) {
+				seq[w]++
 				start := time.Now()
-				tmp := filepath.Join(dir, "t")
-				f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%d-%d", w, seq[w])))
 				if err == nil {
 					_, err = f.Write(payload)
 				}
@@ -172,64 +247,63 @@ func benchRaw(b *testing.B, size, writers int, dirsync bool) {
 				if err == nil {
 					err = f.Close()
 				}
-				if err == nil {
-					err = os.Link(tmp, filepath.Join(dir, strconv.Itoa(i)))
-				}
-				if err == nil && dirsync {
-					var d *os.File
-					if d, err = os.Open(dir); err == nil {
-						err = d.Sync()
-						d.Close()
-					}
-				}
-				if err == nil {
-					err = os.Remove(tmp)
-				}
 				if err != nil {
 					b.Error(err)
-					return
+					break
 				}
-				ds = append(ds, time.Since(start))
+				lat = append(lat, time.Since(start))
+				n += int64(len(payload))
 			}
-			lat.add(ds)
+			return n, lat
 		})
 	}
-	wg.Wait()
-	b.StopTimer()
-	lat.report(b)
 }
 
-// BenchmarkFsync: write size bytes to a new file and fsync it, one at a
-// time: the "one fsync" of the latency target.
-func BenchmarkFsync(b *testing.B) {
-	for _, size := range benchSizes {
-		b.Run("size="+size.name, func(b *testing.B) {
-			dir := freshRoot(b)
-			payload := make([]byte, size.n)
-			var lat latencies
-			ds := make([]time.Duration, 0, b.N)
-			b.SetBytes(int64(size.n))
-			b.ResetTimer()
-			for i := range b.N {
-				start := time.Now()
-				f, err := os.Create(filepath.Join(dir, strconv.Itoa(i)))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := f.Write(payload); err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Close(); err != nil {
-					b.Fatal(err)
-				}
-				ds = append(ds, time.Since(start))
+// appendRunner: a Store on its own directory with streams streams; each
+// stream's goroutine keeps up to inflight appends outstanding (at most
+// 32 MiB) until the deadline, then waits for the rest. Latency is from
+// Append to ack.
+func appendRunner(b *testing.B, root string, payload []byte, streams int, linger time.Duration, inflight int) func(time.Duration) (int64, time.Duration, []time.Duration) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(b.Context(), configFor(root, "linger: "+linger.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	inflight = max(1, min(inflight, (32<<20)/len(payload)))
+	sts := make([]stream.Stream, streams)
+	for i := range sts {
+		if sts[i], err = s.Open(b.Context(), "bench/"+strconv.Itoa(i), stream.OpenOptions{Epoch: 1, CreateIfMissing: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return func(d time.Duration) (int64, time.Duration, []time.Duration) {
+		return parallel(streams, d, func(w int, deadline time.Time) (int64, []time.Duration) {
+			type pending struct {
+				f     *stream.AppendFuture
+				start time.Time
 			}
-			b.StopTimer()
-			lat.add(ds)
-			lat.report(b)
+			window := make(chan pending, inflight)
+			go func() {
+				for time.Now().Before(deadline) {
+					start := time.Now()
+					window <- pending{sts[w].Append(b.Context(), stream.Batch{Count: 1, Payload: payload}), start}
+				}
+				close(window)
+			}()
+			var n int64
+			var lat []time.Duration
+			for p := range window {
+				if _, err := p.f.Wait(b.Context()); err != nil {
+					b.Error(err)
+					continue
+				}
+				lat = append(lat, time.Since(p.start))
+				n += int64(len(payload))
+			}
+			return n, lat
 		})
 	}
 }
