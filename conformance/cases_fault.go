@@ -119,6 +119,7 @@ func caseStopMidAppend(e *env) {
 		}
 	}()
 	time.Sleep(300 * time.Millisecond)
+	began := time.Now()
 	e.stopBackend()
 	stopped := time.Now()
 	var r res
@@ -133,7 +134,7 @@ func caseStopMidAppend(e *env) {
 	if took := r.at.Sub(stopped); took > e.h.unavailableWithin() {
 		e.t.Fatalf("append failed ErrUnavailable %v after the backend stopped, bound %v", took, e.h.unavailableWithin())
 	}
-	e.t.Logf("%d appends acked before the failure; failure after %v: %v", len(r.acks), r.at.Sub(stopped), r.err)
+	e.t.Logf("%d appends acked before the failure, %v after the stop command began (it took %v): %v", len(r.acks), r.at.Sub(began), stopped.Sub(began), r.err)
 	all = append(all, r.acks...)
 	e.restart()
 	st2 := e.retryOpen(s, name, 2)
