@@ -302,7 +302,7 @@ func writeJUnit(w io.Writer, driver string, results []conformance.Result) error 
 		if !ok {
 			i = len(out.Suites)
 			index[r.Case.Family] = i
-			out.Suites = append(out.Suites, junitSuite{Name: "strata.conformance." + driver + "." + r.Case.Family})
+			out.Suites = append(out.Suites, junitSuite{Name: "strata.conformance." + driver + "." + strings.ReplaceAll(r.Case.Family, "/", ".")})
 		}
 		s := &out.Suites[i]
 		jc := junitCase{Name: r.Case.Name, ClassName: s.Name, Time: seconds(r.Duration)}
