@@ -63,6 +63,11 @@ public final class MiniHdfs {
         .build();
     cluster.waitActive();
     cluster.waitClusterUp();
+    // Ready means writable: out of safe mode (after a restart the NameNode
+    // stays in it until the DataNode has reported its blocks).
+    while (cluster.getNamesystem().isInSafeMode()) {
+      Thread.sleep(100);
+    }
     int nnPort = cluster.getNameNodePort();
     System.err.printf("minihdfs: up on 127.0.0.1:%d in %d ms (format=%b)%n",
         nnPort, (System.nanoTime() - t0) / 1_000_000, format);
@@ -95,13 +100,16 @@ public final class MiniHdfs {
             if (stoppedDn != null) {
               cluster.restartDataNode(stoppedDn, true);
               cluster.waitActive();
+              while (cluster.getNamesystem().isInSafeMode()) {
+                Thread.sleep(100);
+              }
               stoppedDn = null;
             }
             result = "ok";
           } else {
             result = "unknown command";
           }
-        } catch (IOException | RuntimeException e) {
+        } catch (IOException | InterruptedException | RuntimeException e) {
           result = "error: " + e;
         }
         System.err.printf("minihdfs: %s: %s%n", cmd, result);

@@ -1,0 +1,72 @@
+// Package hdfs is the Strata driver for HDFS: a chunked.Storage on the pure
+// Go client github.com/colinmarc/hdfs/v2, run by the chunked engine, which
+// gives it the whole stream contract.
+//
+// That client has no hflush/hsync and no lease recovery, and its Rename
+// overwrites files. The driver therefore never depends on an unclosed file:
+// an object is written and closed (durable once the NameNode completes it)
+// in a temp directory, then published by renaming that directory to the
+// key, which HDFS refuses atomically when the key's directory already
+// holds an object (put-if-absent). A writer that dies mid-put leaves its
+// file in the temp area, never at a key, and the temp area is swept.
+// Errors map to the contract: FileNotFoundException is stream.ErrNotFound,
+// an occupied key is stream.ErrAlreadyExists, and connection failures,
+// timeouts, safe mode, permission errors and every other remote exception
+// are stream.ErrUnavailable with the cause named.
+//
+// It is not a general HDFS client: it writes only the layout the engine
+// asks for, under Config.Root. See docs/drivers/hdfs.md.
+package hdfs
+
+import (
+	"context"
+
+	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/chunked"
+)
+
+// DriverName is the name the driver reports in stream.Info.
+const DriverName = "hdfs"
+
+// Version is the driver's version, reported in stream.Info.
+const Version = "0.1.0"
+
+// Open is the driver's stream.Opener: it parses config (YAML, JSON or an
+// hdfs:// URL; see ParseConfig), connects and checks the root (NewStorage)
+// and returns the chunked engine on that Storage.
+func Open(ctx context.Context, config []byte) (stream.Store, error) {
+	st, err := OpenStorage(ctx, config)
+	if err != nil {
+		return nil, err
+	}
+	store, err := chunked.NewStore(st, engineOptions(st.cfg))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
+// OpenStorage parses config like Open and returns the Storage alone,
+// without the engine (for storagetest, tools and benchmarks).
+func OpenStorage(ctx context.Context, config []byte) (*Storage, error) {
+	cfg, err := ParseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return NewStorage(ctx, cfg)
+}
+
+// engineOptions maps a defaulted config to the engine's options.
+func engineOptions(cfg Config) chunked.Options {
+	return chunked.Options{
+		Driver:            DriverName,
+		Version:           Version,
+		Linger:            cfg.Engine.Linger,
+		MaxChunkBytes:     cfg.Engine.MaxChunkBytes,
+		MaxInflightChunks: cfg.Engine.MaxInflightChunks,
+		MaxBatchBytes:     cfg.Engine.MaxBatchBytes,
+		CacheBytes:        cfg.Engine.CacheBytes,
+		OpTimeout:         cfg.Timeouts.Operation,
+	}
+}
