@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 
 	"github.com/stratastream/strata/stream"
 	streamv1 "github.com/stratastream/strata/stream/plugin/proto/strata/stream/v1"
@@ -48,8 +49,7 @@ func Serve(open stream.Opener) {
 		HandshakeConfig:  handshake,
 		VersionedPlugins: pluginSets(srv),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			opts = append(opts, serverOptions()...)
-			return grpc.NewServer(opts...)
+			return grpc.NewServer(append(opts, serverOptions()...)...)
 		},
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name:       "go-plugin",
@@ -77,6 +77,7 @@ func serverOptions() []grpc.ServerOption {
 		grpc.InitialConnWindowSize(windowBytes),
 		grpc.ReadBufferSize(socketBufferBytes),
 		grpc.WriteBufferSize(socketBufferBytes),
+		grpc.ForceServerCodecV2(driverCodec{proto: encoding.GetCodecV2("proto")}),
 	}
 }
 

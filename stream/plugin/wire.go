@@ -16,7 +16,7 @@ const maxMessageBytes = 256 << 20
 // coalesceBytes is how many payload bytes the host packs into one append
 // message (and the driver into one fetch chunk) when several batches are
 // waiting. A batch larger than this travels alone.
-const coalesceBytes = 1 << 20
+const coalesceBytes = 256 << 10
 
 // batchToProto converts b for the wire. crc is stream.Checksum(b.Payload).
 // The payload is not copied.
