@@ -23,13 +23,7 @@ var _ = register(FamilyFencing,
 )
 
 func caseHigherFencesLower(e *env) {
-	s1 := e.store()
-	e.needSecond()
-	name := e.name("s")
-	old := e.open(s1, name, 1)
-	acks := e.appendMany(old, "hfl", 20, 100)
-	s2 := e.second(s1)
-	cur := e.open(s2, name, 2)
+	old, cur, _, acks := e.takeover("hfl", 20, 1, 2)
 	if cur.NextOffset() != endOf(acks) {
 		e.t.Fatalf("new owner opened at NextOffset %d, the old session acked up to %d", cur.NextOffset(), endOf(acks))
 	}
@@ -74,13 +68,7 @@ func caseLowerRefused(e *env) {
 }
 
 func caseSameEpochReopen(e *env) {
-	s1 := e.store()
-	e.needSecond()
-	name := e.name("s")
-	old := e.open(s1, name, 4)
-	acks := e.appendMany(old, "ser", 10, 100)
-	s2 := e.second(s1)
-	cur := e.open(s2, name, 4)
+	old, cur, _, acks := e.takeover("ser", 10, 4, 4)
 	_, err := stream.Append(e.ctx, old, batch("ser-stale", 0, 10))
 	e.wantErr("append by the session a same-epoch open superseded", err, stream.ErrFenced)
 	e.wantErr("trim by the superseded session", old.Trim(e.ctx, 1), stream.ErrFenced)
@@ -177,18 +165,12 @@ func caseStaleWriterInflight(e *env) {
 }
 
 func caseFencedTrimRefused(e *env) {
-	s1 := e.store()
-	e.needSecond()
-	name := e.name("s")
-	old := e.open(s1, name, 1)
-	acks := e.appendMany(old, "ftr", 20, 100)
-	s2 := e.second(s1)
-	cur := e.open(s2, name, 2)
+	old, cur, s2, acks := e.takeover("ftr", 20, 1, 2)
 	for _, to := range []int64{1, acks[10].Base, endOf(acks)} {
 		e.wantErr(fmt.Sprintf("Trim(%d) by the fenced session", to), old.Trim(e.ctx, to), stream.ErrFenced)
 	}
 	e.wantOffsets("new owner after stale trims", cur, 0, endOf(acks))
-	check := e.open(s2, name, 3)
+	check := e.open(s2, cur.Name(), 3)
 	e.wantOffsets("fresh open after stale trims", check, 0, endOf(acks))
 	e.checkHolds("log after stale trims", e.readAll(check), acks)
 }

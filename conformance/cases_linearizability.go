@@ -289,11 +289,7 @@ func caseLinSingleSession(e *env) {
 }
 
 func caseLinCrossStore(e *env) {
-	s1 := e.store()
-	e.needReadOnly(s1)
-	s2 := e.second(s1)
-	name := e.name("s")
-	w := e.open(s1, name, 1)
+	_, s2, name, w := e.readerSetup()
 	readers := []stream.Stream{e.openRO(s2, name), e.openRO(s2, name)}
 	rec := newLinRecorder(e.ctx)
 	per := e.h.scaled(60)

@@ -17,11 +17,7 @@ var _ = register(FamilyReadOnly,
 )
 
 func caseROSeesAcked(e *env) {
-	s1 := e.store()
-	e.needReadOnly(s1)
-	s2 := e.second(s1)
-	name := e.name("s")
-	w := e.open(s1, name, 1)
+	_, s2, name, w := e.readerSetup()
 	early := e.openRO(s2, name)
 	e.wantOffsets("reader of an empty stream", early, 0, 0)
 	acks := e.appendMany(w, "rosa", 50, 300)
@@ -39,11 +35,7 @@ func caseROSeesAcked(e *env) {
 }
 
 func caseROReadAfterAck(e *env) {
-	s1 := e.store()
-	e.needReadOnly(s1)
-	s2 := e.second(s1)
-	name := e.name("s")
-	w := e.open(s1, name, 1)
+	_, s2, name, w := e.readerSetup()
 	r := e.openRO(s2, name)
 	n := e.h.scaled(300)
 	var (
@@ -122,11 +114,7 @@ func endOfLog(log []stream.Batch) int64 {
 }
 
 func caseRODoesNotFence(e *env) {
-	s1 := e.store()
-	e.needReadOnly(s1)
-	s2 := e.second(s1)
-	name := e.name("s")
-	w := e.open(s1, name, 5)
+	s1, s2, name, w := e.readerSetup()
 	acks := e.appendMany(w, "rdnf", 5, 100)
 	for i, s := range []stream.Store{s2, s1, s2} {
 		r := e.openRO(s, name)
@@ -142,11 +130,7 @@ func caseRODoesNotFence(e *env) {
 }
 
 func caseRORefusesWrites(e *env) {
-	s1 := e.store()
-	e.needReadOnly(s1)
-	s2 := e.second(s1)
-	name := e.name("s")
-	w := e.open(s1, name, 1)
+	_, s2, name, w := e.readerSetup()
 	acks := e.appendMany(w, "rorw", 5, 100)
 	r := e.openRO(s2, name)
 	if _, err := stream.Append(e.ctx, r, batch("rorw-ro", 0, 10)); err == nil {
@@ -165,11 +149,7 @@ func caseRORefusesWrites(e *env) {
 }
 
 func caseROSeesTrim(e *env) {
-	s1 := e.store()
-	e.needReadOnly(s1)
-	s2 := e.second(s1)
-	name := e.name("s")
-	w := e.open(s1, name, 1)
+	_, s2, name, w := e.readerSetup()
 	acks := e.appendMany(w, "rost", 20, 100)
 	to := acks[7].Base
 	if err := w.Trim(e.ctx, to); err != nil {

@@ -147,6 +147,31 @@ func (e *env) needReadOnly(s stream.Store) {
 	}
 }
 
+// readerSetup is the start of the read-only cases: a store with a writer
+// session (epoch 1) on a stream, and a second store for readers.
+func (e *env) readerSetup() (s1, s2 stream.Store, name string, w stream.Stream) {
+	e.t.Helper()
+	s1 = e.store()
+	e.needReadOnly(s1)
+	s2 = e.second(s1)
+	name = e.name("s")
+	return s1, s2, name, e.open(s1, name, 1)
+}
+
+// takeover is the start of the two-writer fencing cases: a session at
+// oldEpoch on one store acks n batches, then a session at newEpoch opens
+// on a second store.
+func (e *env) takeover(tag string, n int, oldEpoch, newEpoch uint64) (old, cur stream.Stream, s2 stream.Store, acks []acked) {
+	e.t.Helper()
+	s1 := e.store()
+	e.needSecond()
+	name := e.name("s")
+	old = e.open(s1, name, oldEpoch)
+	acks = e.appendMany(old, tag, n, 100)
+	s2 = e.second(s1)
+	return old, e.open(s2, name, newEpoch), s2, acks
+}
+
 // name returns a stream name of this case.
 func (e *env) name(suffix string) string { return e.prefix + "/" + suffix }
 
