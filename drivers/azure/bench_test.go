@@ -21,8 +21,8 @@ import (
 //	                               per stream, same payload size
 //
 // Each reports MB/s (SetBytes), p50-ms and p99-ms of single appends or
-// uploads, and req/GiB: HTTP requests (every kind, retries included) per
-// GiB of payload. Results and analysis: docs/benchmarks.md, "azure driver".
+// uploads, req/GiB: HTTP requests (every kind, retries included) per GiB
+// of payload, and put/GiB: the PUTs among them. Results and analysis: docs/benchmarks.md, "azure driver".
 
 var benchSizes = []struct {
 	name string
@@ -54,14 +54,18 @@ func (l *latencies) report(b *testing.B) {
 	b.ReportMetric(q(0.99), "p99-ms")
 }
 
-// reportRequests adds req/GiB: the requests between before and after per
-// GiB of payload.
+// reportRequests adds req/GiB (the requests between before and after per
+// GiB of payload) and put/GiB (the PUTs among them).
 func reportRequests(b *testing.B, before, after chunked.RequestStats, payloadBytes int64) {
-	reqs := (after.Puts - before.Puts) + (after.Gets - before.Gets) + (after.Heads - before.Heads) +
-		(after.Lists - before.Lists) + (after.Deletes - before.Deletes)
-	if payloadBytes > 0 {
-		b.ReportMetric(float64(reqs)*float64(1<<30)/float64(payloadBytes), "req/GiB")
+	if payloadBytes <= 0 {
+		return
 	}
+	puts := after.Puts - before.Puts
+	reqs := puts + (after.Gets - before.Gets) + (after.Heads - before.Heads) +
+		(after.Lists - before.Lists) + (after.Deletes - before.Deletes)
+	perGiB := float64(1<<30) / float64(payloadBytes)
+	b.ReportMetric(float64(reqs)*perGiB, "req/GiB")
+	b.ReportMetric(float64(puts)*perGiB, "put/GiB")
 }
 
 // BenchmarkAppend runs, per payload size, the raw upload loop and then the
