@@ -140,15 +140,25 @@ func readHeader(b []byte) BatchHeader {
 	}
 }
 
+// MaxDecompressedBytes bounds what the records of one compressed batch may
+// decompress to; more is CORRUPT_MESSAGE (a decompression bomb).
+const MaxDecompressedBytes = 64 << 20
+
 // ParseBatch decodes and validates one v2 record batch that must fill b
 // exactly (a Produce request carries one batch per partition). It checks the
 // length prefix against len(b) before reading anything it claims (a 2 GiB
-// prefix costs nothing), the magic, the CRC32C, the counts and, for an
-// uncompressed batch, every record's framing and offset delta. Failures are
-// *Error with the code a Kafka broker answers: CORRUPT_MESSAGE for framing
-// and checksum faults, INVALID_RECORD for well-framed but invalid content,
-// UNSUPPORTED_COMPRESSION_TYPE for an unknown codec.
-func ParseBatch(b []byte) (BatchHeader, error) {
+// prefix costs nothing), the magic, the CRC32C, the counts and every
+// record's framing and offset delta, decompressing compressed batches (gzip,
+// snappy raw or xerial-framed, lz4, zstd; at most MaxDecompressedBytes).
+// Failures are *Error with the code a Kafka broker answers: CORRUPT_MESSAGE
+// for framing, checksum and decompression faults, INVALID_RECORD for
+// well-framed but invalid content, UNSUPPORTED_COMPRESSION_TYPE for an
+// unknown codec.
+func ParseBatch(b []byte) (BatchHeader, error) { return parseBatch(b, true) }
+
+// parseBatch is ParseBatch; with deep false it does not decompress
+// compressed batches to check their records.
+func parseBatch(b []byte, deep bool) (BatchHeader, error) {
 	if len(b) < BatchHeaderSize {
 		return BatchHeader{}, errorf(kerr.CorruptMessage, "record batch of %d bytes is shorter than the %d-byte v2 header", len(b), BatchHeaderSize)
 	}
@@ -196,8 +206,12 @@ func ParseBatch(b []byte) (BatchHeader, error) {
 	case h.Transactional() && h.ProducerID < 0:
 		return h, errorf(kerr.InvalidRecord, "transactional record batch without a producer id")
 	}
-	if h.Compression() == CompressionNone {
-		if err := walkRecords(b[BatchHeaderSize:], h.NumRecords, func(record) bool { return true }); err != nil {
+	if h.Compression() == CompressionNone || deep {
+		recs, err := batchRecords(b, h, MaxDecompressedBytes)
+		if err != nil {
+			return h, err
+		}
+		if err := walkRecords(recs, h.NumRecords, func(record) bool { return true }); err != nil {
 			return h, err
 		}
 	}

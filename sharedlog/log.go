@@ -427,7 +427,7 @@ func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions)
 	if len(batch) > l.opts.MaxBatchBytes {
 		return fail(errorf(kerr.MessageTooLarge, "record batch of %d bytes exceeds the limit of %d", len(batch), l.opts.MaxBatchBytes))
 	}
-	h, err := ParseBatch(batch)
+	h, err := parseBatch(batch, !l.opts.TrustCompressedRecords)
 	if err != nil {
 		return fail(err)
 	}
@@ -699,15 +699,20 @@ func (l *Log) ListOffsets(ctx context.Context, timestamp int64, iso Isolation) (
 }
 
 // offsetInBatch finds the first record of b with a timestamp >= ts (b's max
-// timestamp is). Compressed batches and LogAppendTime batches answer with
-// the base offset and the batch timestamp.
+// timestamp is), decompressing a compressed batch. LogAppendTime batches
+// (and batches that cannot be decoded) answer with the base offset and the
+// batch timestamp.
 func offsetInBatch(b stream.Batch, ts int64) (int64, int64) {
 	h := readHeader(b.Payload)
-	if h.Compression() != CompressionNone || h.LogAppendTime() {
+	if h.LogAppendTime() {
+		return b.BaseOffset, b.Timestamp
+	}
+	recs, err := batchRecords(b.Payload, h, MaxDecompressedBytes)
+	if err != nil {
 		return b.BaseOffset, b.Timestamp
 	}
 	off, found := b.BaseOffset, b.Timestamp
-	_ = walkRecords(b.Payload[BatchHeaderSize:], h.NumRecords, func(r record) bool {
+	_ = walkRecords(recs, h.NumRecords, func(r record) bool {
 		if t := h.BaseTimestamp + r.TimestampDelta; t >= ts {
 			off, found = b.BaseOffset+int64(r.OffsetDelta), t
 			return false
@@ -863,7 +868,12 @@ func (l *Log) background() {
 }
 
 func (l *Log) backgroundCheckpoint() {
-	if err := l.Checkpoint(l.ctx); err != nil && !errors.Is(err, context.Canceled) {
+	err := l.Checkpoint(l.ctx)
+	switch {
+	case err == nil, errors.Is(err, context.Canceled):
+	case errors.Is(err, stream.ErrFenced):
+		l.opts.Logger.Info("sharedlog: checkpoint skipped: a newer owner holds the partition", "partition", l.name, "err", err)
+	default:
 		l.opts.Logger.Warn("sharedlog: checkpoint failed", "partition", l.name, "err", err)
 	}
 }

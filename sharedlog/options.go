@@ -23,6 +23,12 @@ type Options struct {
 	// producer's CreateTime.
 	LogAppendTime bool
 
+	// TrustCompressedRecords skips decompressing compressed batches on
+	// append to check their records (count, framing, offset deltas); the
+	// header is still checked. Kafka always checks; this trades that for
+	// CPU.
+	TrustCompressedRecords bool
+
 	// MaxBatchBytes is the largest record batch accepted (Kafka's
 	// max.message.bytes); larger ones are MESSAGE_TOO_LARGE. Default and
 	// upper bound: the store's Info().MaxBatchBytes.

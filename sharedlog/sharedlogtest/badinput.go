@@ -48,7 +48,47 @@ func BadInputs() []BadInput {
 		{"codec-7", mut(func(b []byte) []byte { b[22] |= 7; return FixCRC(b) }), kerr.UnsupportedCompressionType},
 		{"negative-producer-id", mut(func(b []byte) []byte { return SetProducer(b, -5, 0, 0) }), kerr.InvalidRecord},
 		{"control-from-producer", Build(BatchSpec{Marker: CommitMarker, ProducerID: 9, ProducerEpoch: 0, Timestamp: baseTime}), kerr.InvalidRecord},
+		{"gzip-garbage", mut(func(b []byte) []byte { b[22] |= 1; return FixCRC(b) }), kerr.CorruptMessage},
+		{"lz4-garbage", mut(func(b []byte) []byte { b[22] |= 3; return FixCRC(b) }), kerr.CorruptMessage},
+		{"zstd-garbage", mut(func(b []byte) []byte { b[22] |= 4; return FixCRC(b) }), kerr.CorruptMessage},
+		{"snappy-garbage", mut(func(b []byte) []byte { b[22] |= 2; return FixCRC(b) }), kerr.CorruptMessage},
+		{"compressed-count-mismatch", recount(sample("gzip"), 1), kerr.CorruptMessage},
+		{"compressed-count-short", recount(sample("zstd"), -1), kerr.CorruptMessage},
+		{"zstd-bomb", zstdBomb(), kerr.CorruptMessage},
 	}
+}
+
+// sample returns a copy of the franz-go sample name.
+func sample(name string) []byte {
+	for _, s := range FranzSamples() {
+		if s.Name == name {
+			return s.Batch
+		}
+	}
+	panic("sharedlogtest: no franz-go sample " + name)
+}
+
+// recount changes a batch's record count and last offset delta by d
+// (keeping them consistent with each other, not with the records).
+func recount(b []byte, d int32) []byte {
+	be := binary.BigEndian
+	be.PutUint32(b[57:], uint32(int32(be.Uint32(b[57:]))+d))
+	be.PutUint32(b[23:], uint32(int32(be.Uint32(b[23:]))+d))
+	return FixCRC(b)
+}
+
+// zstdBomb is a zstd batch whose frame header claims 1 GiB of records: a
+// broker must refuse it from the header, before decompressing.
+func zstdBomb() []byte {
+	frame := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528) // zstd magic
+	frame = append(frame, 0xE0)                                // single segment, 8-byte content size
+	frame = binary.LittleEndian.AppendUint64(frame, 1<<30)
+	frame = append(frame, 0x03, 0x00, 0x40, 0) // a last RLE block, never reached
+	b := Build(BatchSpec{Records: 1, Timestamp: baseTime})
+	b = append(b[:61], frame...)
+	b[22] |= 4
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	return FixCRC(b)
 }
 
 // setFirstOffsetDelta rewrites the offset delta of the first record of an

@@ -53,7 +53,7 @@ func offsetCases() []Case {
 					{baseTime + 50_002, -1, -1},
 				})
 			}},
-		{Family: FamilyOffsets, Name: "timestamp-lookup-compressed", Doc: "a timestamp inside a compressed franz-go batch finds that batch's base offset",
+		{Family: FamilyOffsets, Name: "timestamp-lookup-compressed", Doc: "a timestamp inside a compressed franz-go batch finds the exact record",
 			run: func(e *env) {
 				s := e.store()
 				l := e.open(s, e.partition("p"), e.opts(1))
@@ -64,7 +64,7 @@ func offsetCases() []Case {
 					}
 					h, _ := sharedlog.ParseBatch(smp.Batch)
 					e.appendOK(l, smp.Batch)
-					e.checkLookups(l, []lookup{{h.BaseTimestamp + 5, 3, h.MaxTimestamp}})
+					e.checkLookups(l, []lookup{{h.BaseTimestamp + 5, 3 + 5, h.BaseTimestamp + 5}, {h.MaxTimestamp, 3 + int64(h.LastOffsetDelta), h.MaxTimestamp}})
 					return
 				}
 				e.t.Fatalf("no zstd franz-go sample")
