@@ -30,11 +30,11 @@ import (
 //
 // with as many writers as streams (STRATA_BENCH_SIZES and
 // STRATA_BENCH_STREAMS, comma-separated, narrow the matrix;
-// STRATA_BENCH_ROUNDS sets the rounds, default 4), and prints MB/s, p50 and p99 of single
+// STRATA_BENCH_ROUNDS sets the rounds, default 8), and prints MB/s, p50 and p99 of single
 // operations, and append MB/s as a share of raw. STRATA_BENCH_OUT names a
 // file to write the table to as well. Results: docs/benchmarks.md.
 func BenchmarkCompare(b *testing.B) {
-	rounds := 4
+	rounds := 8
 	if n, err := strconv.Atoi(os.Getenv("STRATA_BENCH_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
@@ -72,7 +72,7 @@ func envInts(name string, def ...int) []int {
 }
 
 // benchSlice is how long each kind runs per round.
-const benchSlice = 400 * time.Millisecond
+const benchSlice = 250 * time.Millisecond
 
 // measured accumulates one kind's rounds.
 type measured struct {
@@ -285,9 +285,13 @@ func appendRunner(b *testing.B, root string, payload []byte, streams int, linger
 				f     *stream.AppendFuture
 				start time.Time
 			}
+			// tokens bounds the appends outstanding (called, not yet
+			// acked) to inflight; window carries them to the waiter.
+			tokens := make(chan struct{}, inflight)
 			window := make(chan pending, inflight)
 			go func() {
 				for time.Now().Before(deadline) {
+					tokens <- struct{}{}
 					start := time.Now()
 					window <- pending{sts[w].Append(b.Context(), stream.Batch{Count: 1, Payload: payload}), start}
 				}
@@ -296,7 +300,9 @@ func appendRunner(b *testing.B, root string, payload []byte, streams int, linger
 			var n int64
 			var lat []time.Duration
 			for p := range window {
-				if _, err := p.f.Wait(b.Context()); err != nil {
+				_, err := p.f.Wait(b.Context())
+				<-tokens
+				if err != nil {
 					b.Error(err)
 					continue
 				}

@@ -124,19 +124,22 @@ func (s *Storage) mkdir(dir string) error {
 	}
 }
 
-// ensureParent makes the directories of a key's file below objects/.
+// ensureParent makes the directories of a key's file below objects/. It
+// asks the server with mkdir(2) (EEXIST is authoritative) rather than
+// trusting a possibly cached stat of the path.
 func (s *Storage) ensureParent(path string) error {
 	dir := filepath.Dir(path)
 	if dir == s.objects {
 		return nil
 	}
-	if _, err := os.Stat(dir); err == nil {
-		return nil
+	err := s.mkdir(dir)
+	if isAbsent(err) {
+		if err := s.ensureParent(dir); err != nil {
+			return err
+		}
+		err = s.mkdir(dir)
 	}
-	if err := s.ensureParent(dir); err != nil {
-		return err
-	}
-	return s.mkdir(dir)
+	return err
 }
 
 // syncDir fsyncs a directory so that entries made in it are durable.

@@ -81,6 +81,9 @@ func (s *Storage) cleanTemp(maxAge time.Duration) {
 	me := hostID()
 	removed := 0
 	for _, name := range names {
+		if strings.HasPrefix(name, ".nfs") {
+			continue // an NFS client's silly-renamed open file: not ours to remove
+		}
 		path := filepath.Join(s.tmp, name)
 		torn := false
 		if host, pid, ok := tempOwner(name); ok && host == me && pid != os.Getpid() && processGone(pid) {
