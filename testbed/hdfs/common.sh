@@ -6,8 +6,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 cache=$STRATA_CACHE/hdfs
 m2=$cache/m2           # Maven local repository (reused across runs and by CI)
-build=$cache/build     # compiled main and the dependency jars (build/lib)
-stamp=$build/strata-source.sha256
+builds=$cache/build    # one build per source hash: build/HASH/{classes,lib}
 state=$STRATA_TESTBED_DIR/hdfs
 pidfile=$state/hdfs.pid
 envfile=$state/instance.env
@@ -42,10 +41,12 @@ source_sum() {
   (cd "$here" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -d' ' -f1
 }
 
-# installed: the cached build matches the sources in this checkout.
-installed() {
-  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(source_sum)" ] && [ -d "$build/lib" ] && [ -d "$build/classes" ]
-}
+# The build of the sources in this checkout. A running JVM keeps using the
+# build it started from: a new build never touches it.
+build=$builds/$(source_sum | cut -c1-16)
+
+# installed: the build of these sources is complete.
+installed() { [ -f "$build/complete" ]; }
 
 # install: build the main and copy its dependencies with Maven, the local
 # repository and all output under $STRATA_CACHE/hdfs (outside the repo).
@@ -54,11 +55,15 @@ install() {
   command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
   command -v java >/dev/null || die "java not found (apt-get install openjdk-17-jdk-headless)"
   log "building the HDFS testbed (hadoop-minicluster) into $build"
-  mkdir -p "$cache"
-  rm -rf "$build/lib"
+  rm -rf "$build"
+  mkdir -p "$build"
   (cd "$here" && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$m2" -Dstrata.out="$build" package) >&2 \
     || die "maven build of testbed/hdfs failed"
-  source_sum >"$stamp"
+  touch "$build/complete"
+  # Older builds go, unless a running instance uses one.
+  if ! pid_alive "$pidfile"; then
+    find "$builds" -mindepth 1 -maxdepth 1 -type d ! -path "$build" -exec rm -rf {} +
+  fi
 }
 
 # ready: the main wrote the NameNode port (it does so once the NameNode is
@@ -104,8 +109,8 @@ start() {
   sed -i 's/^HDFS_FORMAT=.*/HDFS_FORMAT=keep/' "$envfile"
 }
 
-# datanode CMD: ask the running main to stop-datanode or start-datanode and
-# wait for its answer.
+# datanode CMD: ask the running main to stop-datanode, start-datanode,
+# enter-safemode or leave-safemode, and wait for its answer.
 datanode() {
   pid_alive "$pidfile" || die "HDFS is not running"
   rm -f "$control/done"

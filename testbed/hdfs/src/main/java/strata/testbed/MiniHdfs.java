@@ -11,6 +11,7 @@ import java.util.concurrent.CountDownLatch;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants.SafeModeAction;
 
 /**
  * Runs a real HDFS (one NameNode, one DataNode) with Hadoop's MiniDFSCluster
@@ -22,7 +23,8 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * is written to PORT_FILE (atomically) once the cluster is up.
  *
  * <p>CONTROL_DIR is polled for a file named "command" holding
- * "stop-datanode" or "start-datanode"; the result is written to "done"
+ * "stop-datanode", "start-datanode", "enter-safemode" or "leave-safemode";
+ * the result is written to "done"
  * (the command, then "ok" or the error), and "command" is removed.
  */
 public final class MiniHdfs {
@@ -105,6 +107,12 @@ public final class MiniHdfs {
               }
               stoppedDn = null;
             }
+            result = "ok";
+          } else if (cmd.equals("enter-safemode")) {
+            cluster.getNameNodeRpc().setSafeMode(SafeModeAction.SAFEMODE_ENTER, false);
+            result = "ok";
+          } else if (cmd.equals("leave-safemode")) {
+            cluster.getNameNodeRpc().setSafeMode(SafeModeAction.SAFEMODE_LEAVE, false);
             result = "ok";
           } else {
             result = "unknown command";
