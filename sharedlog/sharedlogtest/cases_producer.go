@@ -1,11 +1,14 @@
 package sharedlogtest
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stratastream/strata/sharedlog"
+	"github.com/stratastream/strata/stream"
 )
 
 func idempotenceCases() []Case {
@@ -178,6 +181,54 @@ func transactionCases() []Case {
 				e.appendMarker(l, h.ProducerID, h.ProducerEpoch, CommitMarker)
 				if l.LastStableOffset() != l.HighWatermark() {
 					e.t.Fatalf("last stable offset %d after commit, high watermark %d", l.LastStableOffset(), l.HighWatermark())
+				}
+			}},
+	}
+}
+
+func producerIDCases() []Case {
+	return []Case{
+		{Family: FamilyIdempotence, Name: "producer-id-allocation", Doc: "producer id blocks allocated concurrently from two stores never overlap",
+			run: func(e *env) {
+				s1 := e.store()
+				s2 := e.second(s1)
+				name := e.partition("producer-ids")
+				type block struct{ first, n int64 }
+				const perStore = 25
+				results := make(chan block, 2*perStore)
+				errs := make(chan error, 2)
+				for _, s := range []stream.Store{s1, s2} {
+					go func() {
+						for i := range perStore {
+							n := 1 + i%7*100
+							first, err := sharedlog.AllocateProducerIDs(e.ctx, s, name, n)
+							if err != nil {
+								errs <- err
+								return
+							}
+							results <- block{first, int64(n)}
+						}
+						errs <- nil
+					}()
+				}
+				for range 2 {
+					if err := <-errs; err != nil {
+						e.t.Fatalf("allocate producer ids: %v", err)
+					}
+				}
+				close(results)
+				var blocks []block
+				for b := range results {
+					blocks = append(blocks, b)
+				}
+				slices.SortFunc(blocks, func(a, b block) int { return cmp.Compare(a.first, b.first) })
+				for i := 1; i < len(blocks); i++ {
+					if blocks[i].first < blocks[i-1].first+blocks[i-1].n {
+						e.t.Fatalf("producer id blocks overlap: [%d, +%d) and [%d, +%d)", blocks[i-1].first, blocks[i-1].n, blocks[i].first, blocks[i].n)
+					}
+				}
+				if len(blocks) != 2*perStore {
+					e.t.Fatalf("%d blocks, want %d", len(blocks), 2*perStore)
 				}
 			}},
 	}
