@@ -16,6 +16,7 @@ var mustCatch = map[broken.Kind][]string{
 	broken.IgnoresFencing: {
 		"fencing/higher-fences-lower", "fencing/lower-refused", "fencing/same-epoch-reopen",
 		"fencing/same-epoch-reopen-same-store", "fencing/stale-writer-inflight", "fencing/ping-pong-owners",
+		"linearizability/takeovers",
 	},
 	broken.ReordersAcks: {
 		"append/pipelined-in-order", "append/pipelined-goroutines",

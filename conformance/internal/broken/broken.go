@@ -272,6 +272,7 @@ func (h *session) Append(ctx context.Context, b stream.Batch) *stream.AppendFutu
 		h.mu.Unlock()
 		go func() {
 			forward(f, complete) // the later append completes first
+			time.Sleep(2 * time.Millisecond)
 			forward(p.f, p.complete)
 		}()
 		return out
