@@ -85,7 +85,8 @@ type Engine struct {
 	MaxChunkBytes int `yaml:"max_chunk_bytes"`
 	// MaxInflightChunks caps the chunk PUTs in flight per stream.
 	MaxInflightChunks int `yaml:"max_inflight_chunks"`
-	// CacheBytes sizes the read cache of recent chunks.
+	// CacheBytes sizes each stream's read cache of recent chunks;
+	// negative disables it.
 	CacheBytes int64 `yaml:"cache_bytes"`
 }
 
@@ -226,8 +227,6 @@ func (c Config) Validate() error {
 		return bad("engine.max_chunk_bytes", "negative (%d)", c.Engine.MaxChunkBytes)
 	case c.Engine.MaxInflightChunks < 0:
 		return bad("engine.max_inflight_chunks", "negative (%d)", c.Engine.MaxInflightChunks)
-	case c.Engine.CacheBytes < 0:
-		return bad("engine.cache_bytes", "negative (%d)", c.Engine.CacheBytes)
 	}
 	return nil
 }
