@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkAppend measures the engine's own overhead: pipelined appends
-// (up to 256 unacknowledged) to one stream on MemStorage, whose calls cost
+// (up to 4096 unacknowledged) to one stream on MemStorage, whose calls cost
 // next to nothing. MB/s is payload throughput.
 //
 //	go test ./stream/chunked -run XXX -bench Append -benchtime 2s
@@ -36,7 +36,7 @@ func benchAppend(b *testing.B, size int, opts Options) {
 		b.Fatal(err)
 	}
 	payload := make([]byte, size)
-	window := make(chan *stream.AppendFuture, 256)
+	window := make(chan *stream.AppendFuture, 4096)
 	done := make(chan error, 1)
 	go func() {
 		var err error

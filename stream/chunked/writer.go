@@ -19,7 +19,7 @@ type writer struct {
 	l    layout
 	self sessionKey
 
-	reqs     chan *appendReq
+	kick     chan struct{} // an append entered the intake
 	trims    chan *trimReq
 	results  chan any // putResult | probeResult
 	closing  chan struct{}
@@ -28,6 +28,14 @@ type writer struct {
 
 	mu   sync.Mutex
 	view view
+
+	// The intake: appends admitted but not yet taken by the session
+	// goroutine, which is woken through kick.
+	imu         sync.Mutex
+	intake      []*appendReq
+	intakeBytes int
+	iclosed     bool
+	space       chan struct{} // closed when the intake is taken (backpressure)
 
 	// Owned by run.
 	ch          chain
@@ -109,7 +117,7 @@ type probeResult struct {
 func newWriter(s *Store, l layout, self sessionKey, c chain) *writer {
 	w := &writer{
 		s: s, l: l, self: self,
-		reqs:     make(chan *appendReq),
+		kick:     make(chan struct{}, 1),
 		trims:    make(chan *trimReq),
 		results:  make(chan any, s.opts.MaxInflightChunks+1),
 		closing:  make(chan struct{}),
@@ -147,23 +155,76 @@ func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 	if err := ctx.Err(); err != nil {
 		return stream.FailedAppend(err)
 	}
-	select {
-	case <-w.closing:
-		return stream.FailedAppend(w.closedErr())
-	default:
-	}
 	f, complete := stream.NewAppendFuture()
 	// The engine owns its copy: the caller may reuse b's buffers at once.
 	r := &appendReq{b: copyBatch(b), size: b.Size(), complete: complete}
-	select {
-	case w.reqs <- r:
-		return f
-	case <-ctx.Done():
-		return stream.FailedAppend(ctx.Err())
-	case <-w.closing:
-		return stream.FailedAppend(w.closedErr())
-	case <-w.done:
-		return stream.FailedAppend(w.closedErr())
+	for {
+		w.imu.Lock()
+		if w.iclosed {
+			w.imu.Unlock()
+			return stream.FailedAppend(w.closedErr())
+		}
+		if w.intakeBytes == 0 || w.intakeBytes+r.size <= w.maxQueuedBytes() {
+			w.intake = append(w.intake, r)
+			w.intakeBytes += r.size
+			w.imu.Unlock()
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+			return f
+		}
+		// Backpressure: wait for the session to take the intake.
+		if w.space == nil {
+			w.space = make(chan struct{})
+		}
+		space := w.space
+		w.imu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return stream.FailedAppend(ctx.Err())
+		case <-w.done:
+			return stream.FailedAppend(w.closedErr())
+		}
+	}
+}
+
+// takeIntake moves admitted appends to the session's queue while it has
+// room (the session goroutine only).
+func (w *writer) takeIntake() {
+	if w.queuedBytes >= w.maxQueuedBytes() && !w.isClosing {
+		return
+	}
+	w.imu.Lock()
+	in := w.intake
+	w.intake, w.intakeBytes = nil, 0
+	if w.space != nil {
+		close(w.space)
+		w.space = nil
+	}
+	w.imu.Unlock()
+	for _, r := range in {
+		w.admit(r)
+	}
+}
+
+func (w *writer) intakeWaiting() bool {
+	w.imu.Lock()
+	defer w.imu.Unlock()
+	return len(w.intake) > 0
+}
+
+// closeIntake stops admissions and fails what was admitted but never taken
+// (the session goroutine only, as it exits).
+func (w *writer) closeIntake(err error) {
+	w.imu.Lock()
+	w.iclosed = true
+	in := w.intake
+	w.intake, w.intakeBytes = nil, 0
+	w.imu.Unlock()
+	for _, r := range in {
+		r.complete(stream.AppendResult{}, err)
 	}
 }
 
@@ -249,7 +310,13 @@ func (w *writer) chunkGone(ctx context.Context, start int64, gone error) error {
 
 func (w *writer) Close() error {
 	first := false
-	w.closeOne.Do(func() { first = true; close(w.closing) })
+	w.closeOne.Do(func() {
+		first = true
+		w.imu.Lock()
+		w.iclosed = true
+		w.imu.Unlock()
+		close(w.closing)
+	})
 	<-w.done
 	if !first {
 		return w.closedErr()
@@ -265,13 +332,14 @@ func (w *writer) run() {
 	ctx := w.s.ctx
 	closing, ctxDone := w.closing, ctx.Done()
 	for {
+		w.takeIntake()
 		if (w.isClosing || ctxDone == nil) && len(w.queue) == 0 && len(w.pending) == 0 && w.outstanding == 0 {
+			w.closeIntake(w.closedErr())
 			return
 		}
 		w.pump(ctx)
-		reqs := w.reqs
-		if w.isClosing || w.queuedBytes >= w.maxQueuedBytes() {
-			reqs = nil
+		if w.queuedBytes < w.maxQueuedBytes() && w.intakeWaiting() {
+			continue // the cuts made room: take more before waiting
 		}
 		var timerC <-chan time.Time
 		if w.timer != nil {
@@ -288,8 +356,7 @@ func (w *writer) run() {
 		select {
 		case r := <-w.results:
 			w.onResult(r)
-		case r := <-reqs:
-			w.admit(r)
+		case <-w.kick:
 		case t := <-w.trims:
 			t.errc <- w.trim(t.ctx, t.newStart)
 		case <-timerC:
