@@ -118,3 +118,32 @@ func TestConformanceOutOfProcess(t *testing.T) {
 		BackendCtl:        backendCtl(),
 	})
 }
+
+// TestFaultDataNodeOnly: the fault family again, with only the DataNode
+// stopped (the NameNode stays up and answers): appends fail ErrUnavailable
+// within the bound, and after the DataNode restarts every acked batch is
+// there. A skipped case fails this test.
+func TestFaultDataNodeOnly(t *testing.T) {
+	h := newHarness(t)
+	cases, err := conformance.Select(conformance.Cases(), "^fault/")
+	if err != nil || len(cases) == 0 {
+		t.Fatalf("no fault cases: %v", err)
+	}
+	hh := conformance.Harness{
+		NewStore:   h.inProcess,
+		Second:     func(t conformance.T, _ stream.Store) stream.Store { return h.outOfProcess(t) },
+		Crash:      func(t conformance.T, _ stream.Store) stream.Store { return h.inProcess(t) },
+		BackendCtl: dataNodeCtl(),
+	}
+	for _, c := range cases {
+		t.Run(c.FullName(), func(t *testing.T) {
+			r := conformance.RunCase(t.Context(), hh, c, conformance.RunOptions{})
+			for _, l := range r.Log {
+				t.Log(l)
+			}
+			if r.Status != conformance.StatusPass {
+				t.Fatalf("%s: %s: %s", c.FullName(), r.Status, r.Error)
+			}
+		})
+	}
+}

@@ -18,8 +18,8 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	plugin.CleanupClients()
-	if dir, err := pluginBinary(); err == nil {
-		os.RemoveAll(filepath.Dir(dir))
+	if pluginDir != "" {
+		os.RemoveAll(pluginDir)
 	}
 	os.Exit(code)
 }
@@ -77,12 +77,16 @@ func wipe(t testing.TB, cfg Config) {
 	}
 }
 
+// pluginDir holds the plugin binary once built; TestMain removes it.
+var pluginDir string
+
 // pluginBinary builds strata-driver-hdfs once per test binary run.
 var pluginBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "strata-driver-hdfs-")
 	if err != nil {
 		return "", err
 	}
+	pluginDir = dir
 	bin := filepath.Join(dir, "strata-driver-hdfs")
 	cmd := exec.Command("go", "build", "-o", bin, "./drivers/hdfs/cmd/strata-driver-hdfs")
 	cmd.Dir = testbed.RepoRoot()
