@@ -222,12 +222,11 @@ type Log struct {
 }
 
 type pending struct {
-	fut   *stream.AppendFuture
-	base  int64
-	last  int64
-	ts    int64
-	f     *AppendFuture
-	start func() int64
+	fut  *stream.AppendFuture
+	base int64
+	last int64
+	ts   int64
+	f    *AppendFuture
 }
 
 // Open opens partition on store as its owner at opts.Epoch, creating its

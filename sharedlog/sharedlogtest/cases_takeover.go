@@ -234,3 +234,30 @@ func takeoverCases() []Case {
 			}},
 	}
 }
+
+func checkpointCases() []Case {
+	return []Case{
+		{Family: FamilyTakeover, Name: "checkpoint-multipart", Doc: "a checkpoint larger than a stream batch is written in parts and recovered whole",
+			run: func(e *env) {
+				s1 := e.store()
+				p := e.partition("p")
+				o := e.opts(1)
+				o.MaxBatchBytes = 1024
+				a := e.open(s1, p, o)
+				const producers = 300
+				for i := range producers {
+					e.appendOK(a, idem(int64(5000+i), int16(i%3), 0, 1, baseTime+int64(i)))
+				}
+				must(e, a.Close())
+				b := e.open(s1, p, o)
+				if rs := b.Recovery(); rs.Producers != producers || rs.ReplayedBatches != 0 || rs.CheckpointNext != producers {
+					e.t.Fatalf("recovery from a multi-part checkpoint: %+v, want %d producers and nothing replayed", rs, producers)
+				}
+				for i := range producers {
+					if r := e.appendOK(b, idem(int64(5000+i), int16(i%3), 0, 1, baseTime+int64(i))); !r.Duplicate || r.BaseOffset != int64(i) {
+						e.t.Fatalf("retry of producer %d's batch after recovery: %+v, want a duplicate at %d", 5000+i, r, i)
+					}
+				}
+			}},
+	}
+}

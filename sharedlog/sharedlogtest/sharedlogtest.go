@@ -57,7 +57,7 @@ func (c Case) Conformance() conformance.Case {
 // Cases returns every case of the suite in run order.
 func Cases() []Case {
 	var out []Case
-	for _, f := range [][]Case{badInputCases(), appendCases(), idempotenceCases(), producerIDCases(), transactionCases(), offsetCases(), retentionCases(), takeoverCases()} {
+	for _, f := range [][]Case{badInputCases(), appendCases(), idempotenceCases(), producerIDCases(), transactionCases(), offsetCases(), retentionCases(), takeoverCases(), checkpointCases()} {
 		out = append(out, f...)
 	}
 	return out
