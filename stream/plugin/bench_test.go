@@ -130,7 +130,7 @@ func streamTarget(b *testing.B, st stream.Store) benchTarget {
 
 // trimEvery is how many bytes a benchmark appends between trims, so the
 // memory driver does not hold gigabytes.
-const trimEvery = 256 << 20
+const trimEvery = 64 << 20
 
 // runAppends appends b.N batches of size bytes with at most depth in
 // flight and reports MB/s and the p50/p99 latency of an append (from submit

@@ -342,3 +342,38 @@ func TestDataChannel(t *testing.T) {
 		t.Fatalf("append over the go-plugin connection: %+v, %v", res, err)
 	}
 }
+
+// TestCloseWaitsForInflightAppends: Close returns only once every append
+// made before it has completed, and they all succeed.
+func TestCloseWaitsForInflightAppends(t *testing.T) {
+	ctx := testCtx(t)
+	st := openMemory(t, "")
+	s, err := st.Open(ctx, "w", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	futures := make([]*stream.AppendFuture, 500)
+	for i := range futures {
+		futures[i] = s.Append(ctx, stream.Batch{Count: 1, Payload: payload(i, 4096)})
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Done():
+		default:
+			t.Fatalf("append %d still pending after Close returned", i)
+		}
+		if res, err := f.Result(); err != nil || res.BaseOffset != int64(i) {
+			t.Fatalf("append %d: %+v, %v", i, res, err)
+		}
+	}
+	r, err := st.Open(ctx, "w", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NextOffset() != int64(len(futures)) {
+		t.Fatalf("reopened NextOffset = %d, want %d", r.NextOffset(), len(futures))
+	}
+}

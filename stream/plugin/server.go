@@ -2,9 +2,7 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -315,122 +313,6 @@ func (s *server) Fetch(req *streamv1.FetchRequest, call grpc.ServerStreamingServ
 		size += b.Size()
 	}
 	return call.Send(resp)
-}
-
-// ackQueueLen bounds the appends a driver has accepted from one Append call
-// but not yet acknowledged; beyond it gRPC flow control holds the host back.
-const ackQueueLen = 4096
-
-// maxAcksPerMessage bounds the acks coalesced into one AppendResponse.
-const maxAcksPerMessage = 1024
-
-func (s *server) Append(call grpc.BidiStreamingServer[streamv1.AppendRequest, streamv1.AppendResponse]) error {
-	req, err := call.Recv()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return err
-	}
-	sess, err := s.session(req.GetSession())
-	if err != nil {
-		return toStatus(err)
-	}
-	ctx := call.Context()
-	futures := make(chan *stream.AppendFuture, ackQueueLen)
-	senderDone := make(chan struct{})
-	var sendErr error
-	go func() {
-		defer close(senderDone)
-		sendErr = sendAcks(ctx, call, futures)
-	}()
-	var recvErr error
-recv:
-	for {
-		for _, pb := range req.GetBatches() {
-			var f *stream.AppendFuture
-			b, err := batchFromProto(pb, fmt.Sprintf("append to stream %q", sess.Name()))
-			if err != nil {
-				f = stream.FailedAppend(err)
-			} else {
-				f = sess.Append(ctx, b)
-			}
-			select {
-			case futures <- f:
-			case <-senderDone:
-				break recv
-			}
-		}
-		req, err = call.Recv()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				recvErr = err
-			}
-			break
-		}
-	}
-	close(futures)
-	<-senderDone
-	if sendErr != nil {
-		return sendErr
-	}
-	return recvErr
-}
-
-// sendAcks answers the futures of one Append call in order, packing the
-// acks of appends that have already completed into one message.
-func sendAcks(ctx context.Context, call grpc.BidiStreamingServer[streamv1.AppendRequest, streamv1.AppendResponse], futures <-chan *stream.AppendFuture) error {
-	var next *stream.AppendFuture
-	for {
-		f := next
-		next = nil
-		if f == nil {
-			var ok bool
-			if f, ok = <-futures; !ok {
-				return nil
-			}
-		}
-		select {
-		case <-f.Done():
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		resp := &streamv1.AppendResponse{Acks: []*streamv1.Ack{ackOf(f)}}
-		open := true
-	more:
-		for len(resp.Acks) < maxAcksPerMessage {
-			select {
-			case g, ok := <-futures:
-				if !ok {
-					open = false
-					break more
-				}
-				select {
-				case <-g.Done():
-					resp.Acks = append(resp.Acks, ackOf(g))
-				default:
-					next = g
-					break more
-				}
-			default:
-				break more
-			}
-		}
-		if err := call.Send(resp); err != nil {
-			return err
-		}
-		if !open {
-			return nil
-		}
-	}
-}
-
-func ackOf(f *stream.AppendFuture) *streamv1.Ack {
-	res, err := f.Result()
-	if err != nil {
-		return &streamv1.Ack{Error: errorToProto(err)}
-	}
-	return &streamv1.Ack{BaseOffset: res.BaseOffset, NextOffset: res.NextOffset}
 }
 
 func infoToProto(i stream.Info) *streamv1.Info {
