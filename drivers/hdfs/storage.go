@@ -19,19 +19,23 @@ import (
 	"github.com/stratastream/strata/stream/chunked"
 )
 
-// Layout under Config.Root (see docs/drivers/hdfs.md):
+// Layout under Config.Root (see docs/drivers/hdfs.md). Every directory
+// element of a key carries a '@' suffix, so a key never collides with the
+// directory of longer keys ("a" and "a/b" are ROOT/a and ROOT/a@/b):
 //
-//	ROOT/KEY/@object  an object written by PutIfAbsent: a directory named
-//	                  by the key holding one closed file
-//	ROOT/KEY          an object written by Put (hints): a plain file
-//	ROOT/@tmp/ID/     a PutIfAbsent being written, published by renaming
-//	                  the directory to ROOT/KEY
-//	ROOT/@tmp/ID      a Put being written, renamed over ROOT/KEY
+//	ROOT/P@/Q@/NAME/@object  the object of key P/Q/NAME written by
+//	                         PutIfAbsent: a directory holding one closed file
+//	ROOT/P@/Q@/NAME          the object of key P/Q/NAME written by Put
+//	                         (hints): a plain file
+//	ROOT/@tmp/ID/            a PutIfAbsent being written, published by
+//	                         renaming the directory to the key's path
+//	ROOT/@tmp/ID             a Put being written, renamed over the key's path
 //
-// '@' never occurs in a key, so neither name can collide with one.
+// '@' never occurs in a key, so none of these names can collide with one.
 const (
 	objectName = "@object"
 	tmpName    = "@tmp"
+	dirSuffix  = "@"
 )
 
 // Storage is the hdfs chunked.Storage: put-if-absent is "write and close a
@@ -156,8 +160,19 @@ func (s *Storage) do(ctx context.Context, name, key string, op func(c *gohdfs.Cl
 	}
 }
 
-// full is the HDFS path of a key.
-func (s *Storage) full(key string) string { return s.cfg.Root + "/" + key }
+// full is the HDFS path of a key: ROOT/P@/Q@/NAME.
+func (s *Storage) full(key string) string {
+	return strings.TrimSuffix(s.dirPath(path.Dir(key)), "/") + "/" + path.Base(key)
+}
+
+// dirPath is the HDFS directory of a key prefix without its trailing '/'
+// ("" and "." are the root).
+func (s *Storage) dirPath(prefix string) string {
+	if prefix == "" || prefix == "." {
+		return s.cfg.Root
+	}
+	return strings.TrimSuffix(s.cfg.Root, "/") + "/" + strings.ReplaceAll(prefix, "/", dirSuffix+"/") + dirSuffix
+}
 
 // checkKey rejects keys the layout cannot hold.
 func checkKey(key string) error {
@@ -457,7 +472,7 @@ func (s *Storage) prune(c *gohdfs.Client, dirs map[string]bool) {
 	slices.SortFunc(list, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	tried := map[string]bool{}
 	for _, d := range list {
-		for d != s.cfg.Root && strings.HasPrefix(d, s.cfg.Root+"/") && !tried[d] {
+		for d != s.cfg.Root && strings.HasPrefix(d, strings.TrimSuffix(s.cfg.Root, "/")+"/") && !tried[d] {
 			tried[d] = true
 			s.mu.Lock()
 			delete(s.parents, d)
@@ -488,8 +503,7 @@ func (s *Storage) List(ctx context.Context, prefix, after string, limit int) ([]
 			s.sweep(c) // best effort
 		}
 		var err error
-		base := strings.TrimSuffix(prefix, "/")
-		keys, err = s.walk(c, base, base)
+		keys, err = s.walk(c, strings.TrimSuffix(prefix, "/"))
 		return err
 	})
 	if err != nil {
@@ -507,13 +521,9 @@ func (s *Storage) List(ctx context.Context, prefix, after string, limit int) ([]
 	return keys, nil
 }
 
-// walk returns the keys under rel ("" is the root), below the listed
-// prefix base (an object at base itself is not under base/).
-func (s *Storage) walk(c *gohdfs.Client, base, rel string) ([]string, error) {
-	dir := s.cfg.Root
-	if rel != "" {
-		dir = s.full(rel)
-	}
+// walk returns the keys under the key prefix rel ("" is the root).
+func (s *Storage) walk(c *gohdfs.Client, rel string) ([]string, error) {
+	dir := s.dirPath(rel)
 	entries, err := c.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -524,25 +534,27 @@ func (s *Storage) walk(c *gohdfs.Client, base, rel string) ([]string, error) {
 	var keys []string
 	for _, e := range entries {
 		name := e.Name()
-		child := name
-		if rel != "" {
-			child = rel + "/" + name
-		}
-		switch {
-		case name == objectName:
-			if rel != base {
-				keys = append(keys, rel)
+		child := func(n string) string {
+			if rel == "" {
+				return n
 			}
-		case strings.Contains(name, "@"):
-			// The temp area, or nothing of ours.
-		case e.IsDir():
-			sub, err := s.walk(c, base, child)
+			return rel + "/" + n
+		}
+		elem, isPrefix := strings.CutSuffix(name, dirSuffix)
+		switch {
+		case isPrefix && e.IsDir() && elem != "" && !strings.Contains(elem, "@"):
+			sub, err := s.walk(c, child(elem))
 			if err != nil {
 				return nil, err
 			}
 			keys = append(keys, sub...)
+		case strings.Contains(name, "@"):
+			// The temp area, or nothing of ours.
 		default:
-			keys = append(keys, child)
+			// An object directory, or a Put's plain file. An object
+			// directory left empty by a racing Delete is listed too; its
+			// Get then says ErrNotFound, as for any key deleted after List.
+			keys = append(keys, child(name))
 		}
 	}
 	return keys, nil
