@@ -67,7 +67,8 @@ func (s *Storage) run(ctx context.Context, op, key string, try func(context.Cont
 // retryable reports whether a failed request may succeed when repeated:
 // no HTTP response at all (network error, request timeout), 5xx
 // (including 503 SlowDown), 429, 409 (ConditionalRequestConflict,
-// OperationAborted) and 400 RequestTimeout.
+// OperationAborted), 408, 499 (MinIO's ClientDisconnected while it shuts
+// down) and 400 RequestTimeout.
 func retryable(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
@@ -79,7 +80,8 @@ func retryable(err error) bool {
 	switch st := httpStatus(err); {
 	case st == 0:
 		return true
-	case st >= 500, st == http.StatusTooManyRequests, st == http.StatusConflict:
+	case st >= 500, st == http.StatusTooManyRequests, st == http.StatusConflict,
+		st == http.StatusRequestTimeout, st == statusClientClosed:
 		return true
 	}
 	switch apiCode(err) {
@@ -88,6 +90,10 @@ func retryable(err error) bool {
 	}
 	return false
 }
+
+// statusClientClosed is the non-standard 499 MinIO answers in-flight
+// requests with while it shuts down.
+const statusClientClosed = 499
 
 // isConditionalConflict reports a 409 on a conditional write: another
 // conditional write to the same key was in progress.
