@@ -104,6 +104,16 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		return bad("%v", err)
 	}
 	config := []byte(defaultDriverConfig[*driver])
+	if *configPath == "" && *driver == "nfs" {
+		// The embedded default: the nfs driver on a fresh local directory.
+		dir, err := os.MkdirTemp("", "strata-conformance-nfs-")
+		if err != nil {
+			return bad("cannot make a directory for the nfs driver: %v", err)
+		}
+		defer os.RemoveAll(dir)
+		config = fmt.Appendf(nil, "root: %q\n", dir)
+		fmt.Fprintf(stderr, "strata conformance: nfs driver on the local directory %s (removed afterwards; --config to choose one)\n", dir)
+	}
 	if *configPath != "" {
 		if config, err = os.ReadFile(*configPath); err != nil {
 			return bad("cannot read driver config: %v", err)

@@ -236,3 +236,30 @@ func TestConformanceBadInput(t *testing.T) {
 		})
 	}
 }
+
+// Without --config the nfs driver runs on a fresh local directory (the
+// embedded default), removed afterwards.
+func TestConformanceNFSDefaultDirectory(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	code, stdout, stderr := runCLI(t, "--driver", "nfs", "--run", "^contract/(empty-stream|fetch-roundtrip)$", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var rep reportJSON
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	if rep.Passed != 2 || rep.Failed != 0 {
+		t.Fatalf("passed %d failed %d, want 2 and 0", rep.Passed, rep.Failed)
+	}
+	if !strings.Contains(stderr, "nfs driver on the local directory "+tmp) {
+		t.Errorf("stderr does not name the directory under %s:\n%s", tmp, stderr)
+	}
+	left, _ := os.ReadDir(tmp)
+	for _, e := range left {
+		if strings.HasPrefix(e.Name(), "strata-conformance-nfs-") {
+			t.Errorf("directory %s left behind", e.Name())
+		}
+	}
+}
