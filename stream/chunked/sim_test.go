@@ -79,7 +79,7 @@ func TestSimulation(t *testing.T) {
 }
 
 type simStats struct {
-	steps, acks, failedAppends, opens, fencedOpens, trims, crashes, lateLands, timeouts, fetches, stale int
+	steps, acks, failedAppends, opens, fencedOpens, trims, deletes, crashes, lateLands, timeouts, fetches, stale int
 }
 
 func (a *simStats) add(b simStats) {
@@ -89,6 +89,7 @@ func (a *simStats) add(b simStats) {
 	a.opens += b.opens
 	a.fencedOpens += b.fencedOpens
 	a.trims += b.trims
+	a.deletes += b.deletes
 	a.crashes += b.crashes
 	a.lateLands += b.lateLands
 	a.timeouts += b.timeouts
@@ -97,8 +98,8 @@ func (a *simStats) add(b simStats) {
 }
 
 func (a simStats) String() string {
-	return fmt.Sprintf("acks %d, failed appends %d, opens %d (fenced %d), trims %d, crashes %d, timeouts %d (landed later %d), reader fetches %d, stale-session acks after a newer open %d",
-		a.acks, a.failedAppends, a.opens, a.fencedOpens, a.trims, a.crashes, a.timeouts, a.lateLands, a.fetches, a.stale)
+	return fmt.Sprintf("acks %d, failed appends %d, opens %d (fenced %d), trims %d, deletes %d, crashes %d, timeouts %d (landed later %d), fetches %d, stale-session acks after a newer open %d",
+		a.acks, a.failedAppends, a.opens, a.fencedOpens, a.trims, a.deletes, a.crashes, a.timeouts, a.lateLands, a.fetches, a.stale)
 }
 
 type simResult struct {
@@ -169,7 +170,11 @@ type simWorld struct {
 	stats     simStats
 
 	acks      []simAck
-	seen      map[int64]string // offset -> append id, from every view and ack
+	seen      map[string]map[int64]string // incarnation -> offset -> append id, from every view and ack
+	deleting  bool
+	canonInc  string          // the incarnation a fresh reader saw last ("" deleted)
+	gone      map[string]bool // incarnations a fresh reader saw replaced or deleted
+	deletes   int
 	opens     []simOpen
 	trims     []simTrim
 	canonMut  uint64
@@ -181,6 +186,7 @@ type simWorld struct {
 }
 
 type simAck struct {
+	inc      string
 	proc     int
 	idx      int
 	id       string
@@ -191,6 +197,7 @@ type simAck struct {
 }
 
 type simOpen struct {
+	inc   string
 	proc  int
 	sess  sessionKey
 	next  int64
@@ -199,6 +206,7 @@ type simOpen struct {
 }
 
 type simTrim struct {
+	inc   string
 	proc  int
 	to    int64
 	begin int
@@ -211,6 +219,8 @@ type simProc struct {
 	store      stream.Store
 	st         stream.Stream
 	sess       sessionKey
+	inc        string
+	deleter    bool
 	crashed    bool
 	closed     bool
 	failed     bool // open failed
@@ -388,8 +398,15 @@ func (w *simWorld) newID() string {
 	return fmt.Sprintf("id%d", w.idSeq.Add(1))
 }
 
-func (w *simWorld) opts() Options {
-	o := Options{Driver: "sim", OpTimeout: simOpTimeout, NewID: w.newID, MaxInflightChunks: 1 + w.rng.IntN(3),
+// procIDs returns process p's id source: deterministic whatever the
+// order in which goroutines of different processes ask.
+func procIDs(p int) func() string {
+	var n atomic.Int64
+	return func() string { return fmt.Sprintf("p%di%d", p, n.Add(1)) }
+}
+
+func (w *simWorld) opts(p int) Options {
+	o := Options{Driver: "sim", OpTimeout: simOpTimeout, NewID: procIDs(p), MaxInflightChunks: 1 + w.rng.IntN(3),
 		MaxChunkBytes: 64 << w.rng.IntN(3), CheckpointChunks: 2 + w.rng.IntN(6), broken: w.broken}
 	if w.rng.IntN(3) == 0 {
 		o.Linger = time.Millisecond
@@ -417,7 +434,7 @@ func runSchedule(t *testing.T, seed uint64, steps int, verbose bool) simResult {
 
 func runScheduleWith(t *testing.T, seed uint64, steps int, verbose bool, broken brokenRules) simResult {
 	w := &simWorld{broken: broken, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), objs: map[string][]byte{},
-		seen: map[int64]string{}, verbose: verbose}
+		seen: map[string]map[int64]string{}, gone: map[string]bool{}, verbose: verbose}
 	w.faultRate = 6 + w.rng.IntN(40)
 	synctest.Test(t, func(t *testing.T) {
 		direct, err := NewStore(directStorage{w}, Options{Driver: "sim-direct", NewID: w.newID})
@@ -555,6 +572,9 @@ func (w *simWorld) enabled() []func() {
 			add(1, func() { w.closeProc(p) })
 		}
 	}
+	if w.deletes < 2 && !w.deleting {
+		fault(func() { w.deleteStream() })
+	}
 	if writers < 12 && liveW < 3 {
 		add(1, func() { w.openWriter() })
 	}
@@ -614,7 +634,7 @@ func (w *simWorld) gc() {
 func (w *simWorld) newProc(reader bool) *simProc {
 	p := &simProc{id: len(w.procs), reader: reader}
 	w.procs = append(w.procs, p)
-	s, err := NewStore(simStorage{w, p.id}, w.opts())
+	s, err := NewStore(simStorage{w, p.id}, w.opts(p.id))
 	if err != nil {
 		panic(err)
 	}
@@ -640,7 +660,7 @@ func (w *simWorld) openWriter() {
 	w.logf("p%d: Open(epoch %d) begins", p.id, e)
 	w.mu.Unlock()
 	go func() {
-		st, err := p.store.Open(context.Background(), simStream, stream.OpenOptions{Epoch: e})
+		st, err := p.store.Open(context.Background(), simStream, stream.OpenOptions{Epoch: e, CreateIfMissing: true})
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		p.busy = false
@@ -652,27 +672,28 @@ func (w *simWorld) openWriter() {
 			p.failed = true
 			if errors.Is(err, stream.ErrFenced) {
 				w.stats.fencedOpens++
-			} else if !errors.Is(err, stream.ErrUnavailable) {
+			} else if !errors.Is(err, stream.ErrUnavailable) && !(errors.Is(err, stream.ErrNotFound) && w.deletes > 0) {
+				// (ErrNotFound: deleted again while Open recreated it, three times)
 				w.violate("p%d: Open(epoch %d): unexpected error %v", p.id, e, err)
 			}
 			w.logf("p%d: Open(epoch %d) fails: %v", p.id, e, err)
 			return
 		}
 		wr := st.(*writer)
-		p.st, p.sess, p.openedAt = st, wr.self, w.step
+		p.st, p.sess, p.inc, p.openedAt = st, wr.self, wr.l.inc, w.step
 		next := st.NextOffset()
 		w.logf("p%d: Open(epoch %d) returns session %v next %d", p.id, e, p.sess, next)
 		for _, o := range w.opens {
-			if o.sess.Epoch > e && o.step < begin {
+			if o.inc == p.inc && o.sess.Epoch > e && o.step < begin {
 				w.violate("p%d: Open(epoch %d) succeeded after an Open(epoch %d) had returned", p.id, e, o.sess.Epoch)
 			}
 		}
 		for _, a := range w.acks {
-			if a.step < begin && a.end > next {
+			if a.inc == p.inc && a.step < begin && a.end > next {
 				w.violate("p%d: Open returned next %d, below acked %s [%d, %d)", p.id, next, a.id, a.off, a.end)
 			}
 		}
-		w.opens = append(w.opens, simOpen{proc: p.id, sess: p.sess, next: next, step: w.step, begin: begin})
+		w.opens = append(w.opens, simOpen{inc: p.inc, proc: p.id, sess: p.sess, next: next, step: w.step, begin: begin})
 		p.apps = make(chan simAppend, 64)
 		go w.appender(p, st, p.apps)
 	}()
@@ -697,13 +718,13 @@ func (w *simWorld) openReader() {
 		p.busy = false
 		if err != nil {
 			p.failed = true
-			if !errors.Is(err, stream.ErrUnavailable) {
+			if !errors.Is(err, stream.ErrUnavailable) && !(errors.Is(err, stream.ErrNotFound) && w.deletes > 0) {
 				w.violate("p%d: read-only Open: unexpected error %v", p.id, err)
 			}
 			w.logf("p%d: read-only Open fails: %v", p.id, err)
 			return
 		}
-		p.st = st
+		p.st, p.inc = st, st.(*reader).l.inc
 		w.logf("p%d: read-only Open returns next %d", p.id, st.NextOffset())
 	}()
 }
@@ -762,7 +783,7 @@ func (w *simWorld) onAppend(p *simProc, a simAppend, res stream.AppendResult, er
 		}
 	}
 	for _, o := range w.opens {
-		if p.sess.less(o.sess) {
+		if o.inc == p.inc && p.sess.less(o.sess) {
 			w.stats.stale++
 			if end > o.next {
 				w.violate("p%d (session %v): acked %s at [%d, %d) after the open of newer session %v returned next %d", p.id, p.sess, a.id, res.BaseOffset, end, o.sess, o.next)
@@ -773,20 +794,25 @@ func (w *simWorld) onAppend(p *simProc, a simAppend, res stream.AppendResult, er
 		if old.id == a.id {
 			w.violate("%s acked twice", a.id)
 		}
-		if old.off < end && res.BaseOffset < old.end {
+		if old.inc == p.inc && old.off < end && res.BaseOffset < old.end {
 			w.violate("%s acked at [%d, %d), overlapping %s acked at [%d, %d)", a.id, res.BaseOffset, end, old.id, old.off, old.end)
 		}
 	}
-	w.see(res.BaseOffset, end, a.id, "ack of "+a.id)
-	w.acks = append(w.acks, simAck{proc: p.id, idx: a.idx, id: a.id, off: res.BaseOffset, end: end, payload: a.batch.Payload, step: w.step, sess: p.sess})
+	w.see(p.inc, res.BaseOffset, end, a.id, "ack of "+a.id)
+	w.acks = append(w.acks, simAck{inc: p.inc, proc: p.id, idx: a.idx, id: a.id, off: res.BaseOffset, end: end, payload: a.batch.Payload, step: w.step, sess: p.sess})
 }
 
-func (w *simWorld) see(off, end int64, id, who string) {
+func (w *simWorld) see(inc string, off, end int64, id, who string) {
+	seen := w.seen[inc]
+	if seen == nil {
+		seen = map[int64]string{}
+		w.seen[inc] = seen
+	}
 	for o := off; o < end; o++ {
-		if prev, ok := w.seen[o]; ok && prev != id {
-			w.violate("divergence: offset %d held %s, %s sees %s", o, prev, who, id)
+		if prev, ok := seen[o]; ok && prev != id {
+			w.violate("divergence: offset %d of incarnation %s held %s, %s sees %s", o, inc, prev, who, id)
 		}
-		w.seen[o] = id
+		seen[o] = id
 	}
 }
 
@@ -815,11 +841,11 @@ func (w *simWorld) trim(p *simProc) {
 		}
 		w.stats.trims++
 		for _, o := range w.opens {
-			if p.sess.less(o.sess) && o.step < begin {
+			if o.inc == p.inc && p.sess.less(o.sess) && o.step < begin {
 				w.violate("p%d: Trim(%d) issued after the open of newer session %v returned, and it succeeded", p.id, to, o.sess)
 			}
 		}
-		w.trims = append(w.trims, simTrim{proc: p.id, to: to, begin: begin})
+		w.trims = append(w.trims, simTrim{inc: p.inc, proc: p.id, to: to, begin: begin})
 	}()
 }
 
@@ -852,7 +878,8 @@ func (w *simWorld) fetch(p *simProc) {
 		}
 		w.stats.fetches++
 		if err != nil {
-			if !errors.Is(err, stream.ErrUnavailable) && !errors.Is(err, stream.ErrOffsetOutOfRange) && !errors.Is(err, stream.ErrClosed) && !errors.Is(err, stream.ErrFenced) {
+			if !errors.Is(err, stream.ErrUnavailable) && !errors.Is(err, stream.ErrOffsetOutOfRange) && !errors.Is(err, stream.ErrClosed) &&
+				!errors.Is(err, stream.ErrFenced) && !(errors.Is(err, stream.ErrNotFound) && w.gone[p.inc]) {
 				w.violate("p%d: fetch: unexpected error %v", p.id, err)
 			}
 			w.logf("p%d: fetch-all fails: %v", p.id, err)
@@ -862,7 +889,7 @@ func (w *simWorld) fetch(p *simProc) {
 		if p.reader {
 			must = w.acks[:ackedBefore]
 		}
-		w.checkView(fmt.Sprintf("p%d fetch", p.id), got, first, must)
+		w.checkView(fmt.Sprintf("p%d fetch", p.id), p.inc, got, first, must)
 		w.logf("p%d: fetch-all returns %d batches", p.id, len(got))
 	}()
 }
@@ -870,7 +897,7 @@ func (w *simWorld) fetch(p *simProc) {
 // checkView checks a complete view of the log (w.mu held): contiguous,
 // consistent with everything seen so far, and (read-after-ack) holding
 // every ack in mustHold that lies at or above from.
-func (w *simWorld) checkView(who string, bs []stream.Batch, from int64, mustHold []simAck) {
+func (w *simWorld) checkView(who, inc string, bs []stream.Batch, from int64, mustHold []simAck) {
 	ids := map[string]int64{}
 	for i, b := range bs {
 		if i > 0 && b.BaseOffset != bs[i-1].EndOffset() {
@@ -881,16 +908,39 @@ func (w *simWorld) checkView(who string, bs []stream.Batch, from int64, mustHold
 			w.violate("%s: %s appears at %d and at %d", who, id, prev, b.BaseOffset)
 		}
 		ids[id] = b.BaseOffset
-		w.see(b.BaseOffset, b.EndOffset(), id, who)
+		w.see(inc, b.BaseOffset, b.EndOffset(), id, who)
 	}
 	for _, a := range mustHold {
-		if a.off < from {
+		if a.inc != inc || a.off < from {
 			continue
 		}
 		if off, ok := ids[a.id]; !ok || off != a.off {
 			w.violate("%s: acked %s at %d missing (read-after-ack)", who, a.id, a.off)
 		}
 	}
+}
+
+// deleteStream deletes the stream from a process of its own.
+func (w *simWorld) deleteStream() {
+	p := w.newProcLocked(false)
+	w.mu.Lock()
+	p.deleter, p.busy, w.deleting = true, true, true
+	w.deletes++
+	w.logf("p%d: Delete begins", p.id)
+	w.mu.Unlock()
+	go func() {
+		err := p.store.Delete(context.Background(), simStream)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		p.busy, p.closed, w.deleting = false, true, false
+		w.logf("p%d: Delete -> %v", p.id, err)
+		if err != nil && !errors.Is(err, stream.ErrUnavailable) && !errors.Is(err, stream.ErrNotFound) {
+			w.violate("p%d: Delete: unexpected error %v", p.id, err)
+		}
+		if err == nil {
+			w.stats.deletes++
+		}
+	}()
 }
 
 func (w *simWorld) closeProc(p *simProc) {
@@ -947,8 +997,13 @@ func (w *simWorld) check() {
 	defer direct.Close()
 	st, err := direct.Open(ctx, simStream, stream.OpenOptions{Mode: stream.ModeReadOnly})
 	var bs []stream.Batch
-	start := int64(0)
-	if err == nil {
+	start, inc := int64(0), ""
+	deleted := errors.Is(err, stream.ErrNotFound)
+	if deleted {
+		err = nil
+	}
+	if err == nil && !deleted {
+		inc = st.(*reader).l.inc
 		start = st.StartOffset()
 		from := start
 		for {
@@ -967,13 +1022,27 @@ func (w *simWorld) check() {
 		w.violate("the truth is unreadable: %v", err)
 		return
 	}
-	w.checkView("a fresh reader", bs, start, nil)
+	if inc != w.canonInc {
+		// A Delete took effect (and maybe an open recreated the stream).
+		if w.canonInc != "" {
+			w.gone[w.canonInc] = true
+		}
+		if w.gone[inc] {
+			w.violate("deleted incarnation %s is back", inc)
+		}
+		w.logf("a fresh reader now sees incarnation %q", inc)
+		w.canonInc = inc
+	}
+	if deleted {
+		return
+	}
+	w.checkView("a fresh reader", inc, bs, start, nil)
 	byOff := map[int64]stream.Batch{}
 	for _, b := range bs {
 		byOff[b.BaseOffset] = b
 	}
 	for _, a := range w.acks {
-		if a.end <= start {
+		if a.inc != inc || a.end <= start {
 			continue
 		}
 		b, ok := byOff[a.off]
@@ -986,7 +1055,7 @@ func (w *simWorld) check() {
 		}
 	}
 	for _, tr := range w.trims {
-		if start < tr.to {
+		if tr.inc == inc && start < tr.to {
 			w.violate("Trim(%d) by p%d returned but the start offset is %d", tr.to, tr.proc, start)
 		}
 	}

@@ -22,6 +22,7 @@ func (w *writer) trim(ctx context.Context, newStart int64) error {
 // trim (Options.CheckpointChunks).
 func (w *writer) checkpoint(ctx context.Context) {
 	if err := w.writeManifest(ctx, w.ch.Start, true); err != nil {
+		w.sinceManifest = 0 // try again after as many chunks, not at once
 		w.s.opts.Logger.Debug("chunked: checkpoint manifest not written", "stream", w.l.name, "err", err)
 	}
 }

@@ -663,8 +663,11 @@ func (w *writer) ack(h *pend) {
 // of being placed after it.
 func (w *writer) rewalk(ctx context.Context) error {
 	res, err := w.s.walk(ctx, w.l, &w.ch, &w.self)
+	if errors.Is(err, errDeleted) {
+		err = deletedFence(w.l) // a holder of a deleted stream is fenced
+	}
 	if err != nil {
-		if errors.Is(err, stream.ErrFenced) || errors.Is(err, errDeleted) {
+		if errors.Is(err, stream.ErrFenced) {
 			w.fence(err)
 		}
 		return err
