@@ -2,6 +2,7 @@ package sharedlogtest
 
 import (
 	"cmp"
+	"context"
 	"math"
 	"slices"
 
@@ -193,6 +194,7 @@ func producerIDCases() []Case {
 				s1 := e.store()
 				s2 := e.second(s1)
 				name := e.partition("producer-ids")
+				e.t.Cleanup(func() { _ = s1.Delete(context.Background(), name) })
 				type block struct{ first, n int64 }
 				const perStore = 25
 				results := make(chan block, 2*perStore)

@@ -108,9 +108,20 @@ func (e *env) opts(epoch int32) sharedlog.Options {
 	return sharedlog.Options{Epoch: epoch, Now: e.now, RetentionCheckInterval: time.Hour, CheckpointInterval: time.Hour}
 }
 
-// open opens partition on s, closed when the case ends.
+// open opens partition on s, closed when the case ends; the partition's
+// streams are then deleted (through s, unless s was crashed).
 func (e *env) open(s stream.Store, partition string, o sharedlog.Options) *sharedlog.Log {
 	e.t.Helper()
+	e.t.Cleanup(func() {
+		e.mu.Lock()
+		crashed := e.crashed[s]
+		e.mu.Unlock()
+		if !crashed {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = sharedlog.Delete(ctx, s, partition)
+		}
+	})
 	l, err := sharedlog.Open(e.ctx, s, partition, o)
 	if err != nil {
 		e.t.Fatalf("open partition %q at epoch %d: %v", partition, o.Epoch, err)
