@@ -16,6 +16,11 @@ ACCOUNT=devstoreaccount1
 ACCOUNT_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
 CONTAINER=strata
 
+# Serialise up/ctl/down: two test processes may run `up` at once.
+mkdir -p "$STATE"
+exec 9>"$STRATA_TESTBED_DIR/azurite.lock"
+flock 9
+
 # installed: true when the pinned Azurite version is in the cache.
 installed() {
   [ -x "$AZURITE_BIN" ] &&
@@ -39,7 +44,7 @@ start_azurite() {
   # (startup lines, errors) go to LOGFILE.
   setsid "$AZURITE_BIN" --blobHost 127.0.0.1 --blobPort "$port" \
     --location "$DATA" --skipApiVersionCheck --loose --silent \
-    --disableTelemetry >>"$LOGFILE" 2>&1 </dev/null &
+    --disableTelemetry >>"$LOGFILE" 2>&1 </dev/null 9>&- &
   echo $! >"$PIDFILE"
   if ! wait_until 60 answers "$port"; then
     tail -20 "$LOGFILE" >&2 || true
