@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,20 +27,22 @@ import (
 //	raw          per writer: write temp + fsync + close + link(2) + unlink
 //	raw+dirsync  the same + fsync of the directory (the driver's durable put)
 //	fsync        per writer: write a new file + fsync ("one fsync")
+//	Storage.PutIfAbsent  per writer: the driver's Storage alone, no engine
 //	append       the driver: linger 0 / 2ms × 1 / 32 appends in flight per stream
 //
 // with as many writers as streams (STRATA_BENCH_SIZES and
 // STRATA_BENCH_STREAMS, comma-separated, narrow the matrix;
-// STRATA_BENCH_ROUNDS sets the rounds, default 8), and prints MB/s, p50 and p99 of single
-// operations, and append MB/s as a share of raw. STRATA_BENCH_OUT names a
-// file to write the table to as well. Results: docs/benchmarks.md.
+// STRATA_BENCH_ROUNDS sets the rounds, default 8), and prints MB/s, p50
+// and p99 of single operations, the process's CPU time per operation, and
+// MB/s as a share of raw. STRATA_BENCH_OUT names a file to write the table
+// to as well. Results: docs/benchmarks.md.
 func BenchmarkCompare(b *testing.B) {
 	rounds := 8
 	if n, err := strconv.Atoi(os.Getenv("STRATA_BENCH_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "| size | streams | kind | MB/s | p50 ms | p99 ms | of raw | of raw+dirsync |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&table, "| size | streams | kind | MB/s | p50 ms | p99 ms | CPU µs/op | of raw | of raw+dirsync |\n|---|---|---|---|---|---|---|---|---|\n")
 	sizes, streamCounts := envInts("STRATA_BENCH_SIZES", 1<<10, 64<<10, 1<<20), envInts("STRATA_BENCH_STREAMS", 1, 16)
 	for b.Loop() {
 		for _, size := range sizes {
@@ -80,7 +83,17 @@ type measured struct {
 	run     func(d time.Duration) (bytes int64, elapsed time.Duration, lat []time.Duration)
 	bytes   int64
 	elapsed time.Duration
+	cpu     time.Duration // user+system CPU of this process while it ran
 	lat     []time.Duration
+}
+
+// cpuTime is the user+system CPU time this process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (m *measured) mbps() float64 { return float64(m.bytes) / m.elapsed.Seconds() / 1e6 }
@@ -107,6 +120,7 @@ func compareGroup(b *testing.B, table *strings.Builder, size, streams, rounds in
 		{name: "raw", run: rawRunner(b, filepath.Join(root, "raw"), payload, streams, false)},
 		{name: "raw+dirsync", run: rawRunner(b, filepath.Join(root, "rawsync"), payload, streams, true)},
 		{name: "fsync", run: fsyncRunner(b, filepath.Join(root, "fsync"), payload, streams)},
+		{name: "Storage.PutIfAbsent", run: storageRunner(b, filepath.Join(root, "storage"), payload, streams)},
 	}
 	for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
 		for _, inflight := range []int{1, 32} {
@@ -122,7 +136,9 @@ func compareGroup(b *testing.B, table *strings.Builder, size, streams, rounds in
 			slices.Reverse(order)
 		}
 		for _, k := range order {
+			c0 := cpuTime()
 			n, el, lat := k.run(benchSlice)
+			k.cpu += cpuTime() - c0
 			k.bytes += n
 			k.elapsed += el
 			k.lat = append(k.lat, lat...)
@@ -131,13 +147,14 @@ func compareGroup(b *testing.B, table *strings.Builder, size, streams, rounds in
 	raw, rawSync := kinds[0].mbps(), kinds[1].mbps()
 	for _, k := range kinds {
 		share := func(of float64) string {
-			if !strings.HasPrefix(k.name, "append") {
+			if !strings.HasPrefix(k.name, "append") && !strings.HasPrefix(k.name, "Storage") {
 				return ""
 			}
 			return fmt.Sprintf("%.0f%%", 100*k.mbps()/of)
 		}
-		fmt.Fprintf(table, "| %s | %d | %s | %.1f | %.2f | %.2f | %s | %s |\n",
-			sizeName(size), streams, k.name, k.mbps(), k.quantile(0.5), k.quantile(0.99), share(raw), share(rawSync))
+		fmt.Fprintf(table, "| %s | %d | %s | %.1f | %.2f | %.2f | %.0f | %s | %s |\n",
+			sizeName(size), streams, k.name, k.mbps(), k.quantile(0.5), k.quantile(0.99),
+			float64(k.cpu.Microseconds())/float64(max(1, len(k.lat))), share(raw), share(rawSync))
 	}
 }
 
@@ -168,7 +185,7 @@ func parallel(n int, d time.Duration, work func(w int, deadline time.Time) (int6
 // rawRunner: each writer loops write temp + fsync + close + link to a new
 // name (+ fsync of the directory) + unlink temp, in a directory of its own,
 // as the driver does for each chunk.
-func rawRunner(b *testing.B, dir string, payload []byte, writers int, dirsync bool) func(time.Duration) (int64, time.Duration, []time.Duration) {
+func rawRunner(b testing.TB, dir string, payload []byte, writers int, dirsync bool) func(time.Duration) (int64, time.Duration, []time.Duration) {
 	seq := make([]int, writers)
 	for w := range writers {
 		if err := os.MkdirAll(filepath.Join(dir, strconv.Itoa(w)), 0o755); err != nil {
@@ -225,7 +242,7 @@ func rawPut(dir, name string, payload []byte, dirsync bool) error {
 }
 
 // fsyncRunner: each writer loops write a new file + fsync + close.
-func fsyncRunner(b *testing.B, dir string, payload []byte, writers int) func(time.Duration) (int64, time.Duration, []time.Duration) {
+func fsyncRunner(b testing.TB, dir string, payload []byte, writers int) func(time.Duration) (int64, time.Duration, []time.Duration) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
@@ -259,11 +276,42 @@ func fsyncRunner(b *testing.B, dir string, payload []byte, writers int) func(tim
 	}
 }
 
+// storageRunner: each writer loops Storage.PutIfAbsent of new keys in a
+// directory of its own: the driver without the engine.
+func storageRunner(b testing.TB, root string, payload []byte, writers int) func(time.Duration) (int64, time.Duration, []time.Duration) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	st, err := openStorage(b.Context(), configFor(root))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	seq := make([]int, writers)
+	return func(d time.Duration) (int64, time.Duration, []time.Duration) {
+		return parallel(writers, d, func(w int, deadline time.Time) (int64, []time.Duration) {
+			var n int64
+			var lat []time.Duration
+			for time.Now().Before(deadline) {
+				seq[w]++
+				start := time.Now()
+				if err := st.PutIfAbsent(b.Context(), fmt.Sprintf("w%d/c/%020d", w, seq[w]), payload); err != nil {
+					b.Error(err)
+					break
+				}
+				lat = append(lat, time.Since(start))
+				n += int64(len(payload))
+			}
+			return n, lat
+		})
+	}
+}
+
 // appendRunner: a Store on its own directory with streams streams; each
 // stream's goroutine keeps up to inflight appends outstanding (at most
 // 32 MiB) until the deadline, then waits for the rest. Latency is from
 // Append to ack.
-func appendRunner(b *testing.B, root string, payload []byte, streams int, linger time.Duration, inflight int) func(time.Duration) (int64, time.Duration, []time.Duration) {
+func appendRunner(b testing.TB, root string, payload []byte, streams int, linger time.Duration, inflight int) func(time.Duration) (int64, time.Duration, []time.Duration) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		b.Fatal(err)
 	}
