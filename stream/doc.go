@@ -19,6 +19,11 @@
 // ErrOffsetOutOfRange, ...), matched with errors.Is. Drivers wrap them with
 // messages that name the stream, offset and backend object involved.
 //
+// Two rules complete the error contract: a call whose context is done fails
+// with an error matching ctx.Err() (errors.Is(err, context.Canceled) or
+// context.DeadlineExceeded); Append and Trim on a read-only session fail with
+// ErrInvalidArgument.
+//
 // This package holds no driver and does no I/O. Drivers live under
 // drivers/, the out-of-process transport under stream/plugin, and the
 // portable engine for object-like stores under stream/chunked.
