@@ -12,6 +12,9 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
+// maxAllocAttempts bounds the retries of one AllocateProducerIDs.
+const maxAllocAttempts = 64
+
 // AllocateProducerIDs reserves n producer ids for an InitProducerId handler,
 // unique across every process that allocates from the same stream name on
 // the same store: they are the offsets [first, first+n) of one append to
@@ -24,14 +27,20 @@ func AllocateProducerIDs(ctx context.Context, store stream.Store, name string, n
 		return 0, &Error{Code: kerr.InvalidRequest.Code, Op: "allocate producer ids", Msg: fmt.Sprintf("block size %d outside [1, 2^32)", n)}
 	}
 	var last error
-	for attempt := range 32 {
+	var took time.Duration
+	for attempt := range maxAllocAttempts {
 		if attempt > 0 {
+			// Randomised exponential backoff in units of what one attempt
+			// takes on this backend, so that racing allocators on a slow
+			// backend stop fencing each other.
+			unit := max(took, time.Millisecond)
 			select {
-			case <-time.After(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))):
+			case <-time.After(time.Duration(rand.Int64N(int64(unit) << min(attempt, 6)))):
 			case <-ctx.Done():
 				return 0, wrapErr(name, "allocate producer ids", ctx.Err())
 			}
 		}
+		began := time.Now()
 		st, err := store.Open(ctx, name, stream.OpenOptions{Epoch: 0, CreateIfMissing: true})
 		if err == nil {
 			var r stream.AppendResult
@@ -41,6 +50,7 @@ func AllocateProducerIDs(ctx context.Context, store stream.Store, name string, n
 				return r.BaseOffset, nil
 			}
 		}
+		took = time.Since(began)
 		// A racing allocator's open fenced this one (during our open, on
 		// some drivers, or before our append): try again.
 		if !errors.Is(err, stream.ErrFenced) && !errors.Is(err, stream.ErrAlreadyExists) {
@@ -48,5 +58,5 @@ func AllocateProducerIDs(ctx context.Context, store stream.Store, name string, n
 		}
 		last = err
 	}
-	return 0, wrapErr(name, "allocate producer ids", fmt.Errorf("gave up after 32 racing allocations: %w", last))
+	return 0, wrapErr(name, "allocate producer ids", fmt.Errorf("gave up after %d racing allocations: %w", maxAllocAttempts, last))
 }

@@ -196,7 +196,7 @@ func producerIDCases() []Case {
 				name := e.partition("producer-ids")
 				e.t.Cleanup(func() { _ = s1.Delete(context.Background(), name) })
 				type block struct{ first, n int64 }
-				const perStore = 25
+				const perStore = 10
 				results := make(chan block, 2*perStore)
 				errs := make(chan error, 2)
 				for _, s := range []stream.Store{s1, s2} {
