@@ -398,3 +398,14 @@ func (s *Store) Close() error {
 	s.gcs.Wait()
 	return s.st.Close()
 }
+
+// RequestStats returns the Storage's request counts when it keeps them
+// (StatsReporter), else zeros: cost is requests × price.
+func (s *Store) RequestStats() RequestStats {
+	if r, ok := s.st.(StatsReporter); ok {
+		return r.RequestStats()
+	}
+	return RequestStats{}
+}
+
+var _ StatsReporter = (*Store)(nil)
