@@ -336,3 +336,52 @@ func TestReadOnlyAndStaleWriterAfterDelete(t *testing.T) {
 		t.Fatalf("recreated stream shows old data: %v", bs)
 	}
 }
+
+func TestListNestedNames(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t, NewMemStorage(), Options{})
+	names := []string{"a", "a/b", "a.stream", "ab", "a.stream/g/00000000000000000001", "a/b/c", "b"}
+	for _, n := range names {
+		w := mustOpen(t, s, n, 1)
+		if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: []byte(n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		r, err := s.Open(ctx, n, stream.OpenOptions{Mode: stream.ModeReadOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bs := fetchAll(t, r, 0); len(bs) != 1 || string(bs[0].Payload) != n {
+			t.Fatalf("stream %q holds %v", n, bs)
+		}
+	}
+	for _, c := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"", []string{"a", "a.stream", "a.stream/g/00000000000000000001", "a/b", "a/b/c", "ab", "b"}},
+		{"a", []string{"a", "a.stream", "a.stream/g/00000000000000000001", "a/b", "a/b/c", "ab"}},
+		{"a/", []string{"a/b", "a/b/c"}},
+		{"a.stream/", []string{"a.stream/g/00000000000000000001"}},
+		{"c", []string{}},
+		{"../", []string{}},
+	} {
+		got, err := s.List(ctx, c.prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) || got == nil {
+			t.Errorf("List(%q) = %v, want %v", c.prefix, got, c.want)
+		}
+	}
+	if err := s.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.List(ctx, "a"); fmt.Sprint(got) != fmt.Sprint([]string{"a.stream", "a.stream/g/00000000000000000001", "a/b", "a/b/c", "ab"}) {
+		t.Errorf("after Delete(a): %v", got)
+	}
+	if r, err := s.Open(ctx, "a/b", stream.OpenOptions{Mode: stream.ModeReadOnly}); err != nil || len(fetchAll(t, r, 0)) != 1 {
+		t.Errorf("a/b after Delete(a): %v", err)
+	}
+}
