@@ -157,6 +157,9 @@ func decodeSnapshot(b []byte, interval int64) (*snapshot, error) {
 			e.Batches = append(e.Batches, bm)
 		}
 		s.Producers.m[id] = e
+		if e.TxnFirstOffset >= 0 {
+			s.Producers.open[id] = e.TxnFirstOffset
+		}
 	}
 	for range r.count(3) {
 		s.Producers.aborted = append(s.Producers.aborted, abortedTxn{ProducerID: r.v(), FirstOffset: r.v(), LastOffset: r.v()})

@@ -12,6 +12,7 @@ func sampleSnapshot() *snapshot {
 	p := newProducers()
 	p.m[7] = &producerEntry{Epoch: 2, TxnFirstOffset: -1, LastAppendMs: 99, Batches: []batchMeta{{FirstSeq: 0, LastSeq: 4, FirstOffset: 10, LastOffset: 14, Timestamp: 5}}}
 	p.m[9] = &producerEntry{Epoch: 0, TxnFirstOffset: 20, LastAppendMs: 1}
+	p.open[9] = 20
 	p.aborted = []abortedTxn{{ProducerID: 3, FirstOffset: 1, LastOffset: 2}}
 	x := newOffsetIndex(100)
 	x.add(0, 3, 150, 1000)

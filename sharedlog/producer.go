@@ -1,6 +1,7 @@
 package sharedlog
 
 import (
+	"maps"
 	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -53,9 +54,14 @@ type abortedTxn struct {
 type producers struct {
 	m       map[int64]*producerEntry
 	aborted []abortedTxn // by LastOffset
+	// open maps the producers with an open transaction to its first
+	// offset, so the last stable offset costs O(open transactions).
+	open map[int64]int64
 }
 
-func newProducers() *producers { return &producers{m: map[int64]*producerEntry{}} }
+func newProducers() *producers {
+	return &producers{m: map[int64]*producerEntry{}, open: map[int64]int64{}}
+}
 
 // check validates h against the producer state as Kafka's
 // ProducerAppendInfo does. It returns the cached batch when h duplicates one
@@ -121,10 +127,12 @@ func (p *producers) apply(h BatchHeader, base int64, maxTs int64, ctrl int, nowM
 			p.aborted = append(p.aborted, abortedTxn{ProducerID: h.ProducerID, FirstOffset: e.TxnFirstOffset, LastOffset: last})
 		}
 		e.TxnFirstOffset = -1
+		delete(p.open, h.ProducerID)
 		return
 	}
 	if h.Transactional() && e.TxnFirstOffset < 0 {
 		e.TxnFirstOffset = base
+		p.open[h.ProducerID] = base
 	}
 	if h.BaseSequence < 0 {
 		return
@@ -143,9 +151,9 @@ func (p *producers) apply(h BatchHeader, base int64, maxTs int64, ctrl int, nowM
 // or -1 when none is open.
 func (p *producers) firstUnstable() int64 {
 	first := int64(-1)
-	for _, e := range p.m {
-		if e.TxnFirstOffset >= 0 && (first < 0 || e.TxnFirstOffset < first) {
-			first = e.TxnFirstOffset
+	for _, off := range p.open {
+		if first < 0 || off < first {
+			first = off
 		}
 	}
 	return first
@@ -179,7 +187,7 @@ func (p *producers) expire(cutoffMs, logStart int64) {
 
 // clone returns a deep copy without in-flight futures, for a checkpoint.
 func (p *producers) clone() *producers {
-	c := &producers{m: make(map[int64]*producerEntry, len(p.m)), aborted: append([]abortedTxn(nil), p.aborted...)}
+	c := &producers{m: make(map[int64]*producerEntry, len(p.m)), aborted: append([]abortedTxn(nil), p.aborted...), open: maps.Clone(p.open)}
 	for id, e := range p.m {
 		ce := *e
 		ce.Batches = make([]batchMeta, len(e.Batches))
