@@ -1,0 +1,318 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratastream/strata/sharedlog"
+	"github.com/stratastream/strata/stream"
+)
+
+// Route sends the partitions of the topics whose names start with Prefix to
+// Store instead of the default store.
+type Route struct {
+	// Prefix is the topic-name prefix ("" matches every topic).
+	Prefix string
+	// Driver names the store in logs and metrics.
+	Driver string
+	// Store holds the matching topics' partitions.
+	Store stream.Store
+}
+
+// Config configures a Broker. Store and Advertise are required; every other
+// zero value means its default.
+type Config struct {
+	// Cluster is the cluster name: the prefix of every stream the broker
+	// uses. Two brokers with the same Cluster on the same storage are the
+	// same cluster (the newer one takes over). Default "strata".
+	Cluster string
+	// Store is the default store: it holds the cluster's own streams
+	// (catalog, offsets, producer ids) and every topic no Route matches.
+	Store stream.Store
+	// Driver names the default store in logs and metrics (default the
+	// store's Info().Driver).
+	Driver string
+	// Routes send topics to other stores by name prefix; the first match
+	// wins.
+	Routes []Route
+	// Advertise is the HOST:PORT clients are told to connect to (Metadata,
+	// FindCoordinator).
+	Advertise string
+	// MaxRequestBytes is the largest request frame accepted; a size prefix
+	// above it closes the connection before anything is allocated.
+	// Default 100 MiB (Kafka's socket.request.max.bytes).
+	MaxRequestBytes int
+	// AutoCreateTopics creates a topic a Metadata request asks for with
+	// AllowAutoTopicCreation (Kafka's auto.create.topics.enable). The
+	// default (false) is kept unless set.
+	AutoCreateTopics bool
+	// DefaultPartitions is the partition count of auto-created topics and
+	// of CreateTopics with NumPartitions -1. Default 1.
+	DefaultPartitions int32
+	// GroupInitialRebalanceDelay is how long a new group's first rebalance
+	// waits for more members (group.initial.rebalance.delay.ms). Default
+	// 300ms.
+	GroupInitialRebalanceDelay time.Duration
+	// FenceCheckInterval is how often the broker checks whether a newer
+	// broker took over the cluster. Default 2s.
+	FenceCheckInterval time.Duration
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics collects Prometheus metrics (default a new Metrics).
+	Metrics *Metrics
+}
+
+// Broker is one stateless broker of a cluster: it owns every partition of
+// the cluster at its epoch until a newer broker fences it.
+type Broker struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+	epoch   int32
+	nodeID  int32
+	host    string
+	port    int32
+
+	catalog *catalog
+	offsets *offsetStore
+	groups  *groupCoordinator
+	pids    *producerIDs
+	notify  *notifier
+
+	fenced atomic.Bool
+	closed atomic.Bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	connMu sync.Mutex
+	conns  map[net.Conn]struct{}
+	lns    map[net.Listener]struct{}
+}
+
+// New takes over the cluster on cfg.Store: it allocates a broker epoch above
+// every earlier broker's, loads the topic catalog and the committed offsets,
+// and opens every partition at that epoch (fencing the previous broker).
+// Serve then answers clients.
+func New(ctx context.Context, cfg Config) (*Broker, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("broker: Config.Store is required: %w", stream.ErrInvalidArgument)
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = "strata"
+	}
+	if err := validName(cfg.Cluster); err != nil {
+		return nil, fmt.Errorf("broker: Config.Cluster %q: %v: %w", cfg.Cluster, err, stream.ErrInvalidArgument)
+	}
+	host, portStr, err := net.SplitHostPort(cfg.Advertise)
+	if err != nil {
+		return nil, fmt.Errorf("broker: Config.Advertise %q: %v: %w", cfg.Advertise, err, stream.ErrInvalidArgument)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port <= 0 || port > 65535 {
+		return nil, fmt.Errorf("broker: Config.Advertise %q: bad port: %w", cfg.Advertise, stream.ErrInvalidArgument)
+	}
+	if cfg.Driver == "" {
+		cfg.Driver = cfg.Store.Info().Driver
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 100 << 20
+	}
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	if cfg.GroupInitialRebalanceDelay <= 0 {
+		cfg.GroupInitialRebalanceDelay = 300 * time.Millisecond
+	}
+	if cfg.FenceCheckInterval <= 0 {
+		cfg.FenceCheckInterval = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	bctx, cancel := context.WithCancel(context.Background())
+	b := &Broker{
+		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
+		host: host, port: int32(port),
+		notify: newNotifier(),
+		ctx:    bctx, cancel: cancel,
+		conns: map[net.Conn]struct{}{}, lns: map[net.Listener]struct{}{},
+	}
+	first, err := sharedlog.AllocateProducerIDs(ctx, cfg.Store, b.streamName("__brokers"), 1)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("broker: cluster %s: allocating the broker epoch on %s: %w", cfg.Cluster, cfg.Driver, err)
+	}
+	if first+1 > 1<<31-1 {
+		cancel()
+		return nil, fmt.Errorf("broker: cluster %s: broker epoch %d overflows int32", cfg.Cluster, first+1)
+	}
+	b.epoch = int32(first + 1)
+	b.nodeID = b.epoch
+	b.log = b.log.With("cluster", cfg.Cluster, "epoch", b.epoch)
+	b.pids = &producerIDs{store: cfg.Store, name: b.streamName("__producer_ids")}
+	start := time.Now()
+	if b.catalog, err = openCatalog(ctx, b); err != nil {
+		cancel()
+		return nil, err
+	}
+	if b.offsets, err = openOffsetStore(ctx, b); err != nil {
+		b.catalog.close()
+		cancel()
+		return nil, err
+	}
+	b.groups = newGroupCoordinator(b)
+	if err := b.catalog.openAll(ctx); err != nil {
+		b.catalog.close()
+		b.offsets.close()
+		cancel()
+		return nil, err
+	}
+	b.log.Info("broker took over the cluster", "topics", b.catalog.count(), "driver", cfg.Driver, "took", time.Since(start).Round(time.Millisecond))
+	b.wg.Add(1)
+	go b.watchFence()
+	return b, nil
+}
+
+// Epoch is the broker epoch: the leader epoch of every partition it opened
+// and its node id.
+func (b *Broker) Epoch() int32 { return b.epoch }
+
+// Ready reports whether the broker serves its partitions (false once it was
+// fenced by a newer broker or closed).
+func (b *Broker) Ready() bool { return !b.fenced.Load() && !b.closed.Load() }
+
+// Fenced reports whether a newer broker took over the cluster.
+func (b *Broker) Fenced() bool { return b.fenced.Load() }
+
+// Metrics returns the broker's metrics.
+func (b *Broker) Metrics() *Metrics { return b.metrics }
+
+func (b *Broker) streamName(s string) string { return b.cfg.Cluster + "/" + s }
+
+// setFenced records that a newer broker owns the cluster.
+func (b *Broker) setFenced(why string) {
+	if b.fenced.CompareAndSwap(false, true) {
+		b.log.Warn("broker fenced: a newer broker owns the cluster; no longer serving partitions", "why", why)
+		b.notify.Broadcast()
+	}
+}
+
+// checkFenced notes err if it says a newer owner fenced us.
+func (b *Broker) checkFenced(err error, where string) {
+	if err != nil && (errors.Is(err, stream.ErrFenced) || sharedlog.ErrorCode(err) == 74 /* FENCED_LEADER_EPOCH */) {
+		b.setFenced(where)
+	}
+}
+
+// watchFence polls the broker-epoch stream: a later allocation means a newer
+// broker took over.
+func (b *Broker) watchFence() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.FenceCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if b.fenced.Load() {
+			continue
+		}
+		if !b.cfg.Store.Info().ReadOnlyOpen {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		s, err := b.cfg.Store.Open(ctx, b.streamName("__brokers"), stream.OpenOptions{Mode: stream.ModeReadOnly})
+		if err == nil {
+			// A read-only session's NextOffset is as of its last fetch.
+			_, _ = s.Fetch(ctx, s.StartOffset(), stream.NoEnd, 1)
+			if s.NextOffset() > int64(b.epoch) {
+				b.setFenced(fmt.Sprintf("broker epoch %d allocated", s.NextOffset()))
+			}
+			_ = s.Close()
+		}
+		cancel()
+	}
+}
+
+// Close stops serving, closes every connection and partition (writing their
+// final checkpoints) and the cluster streams. It does not close the stores.
+func (b *Broker) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	b.connMu.Lock()
+	for ln := range b.lns {
+		_ = ln.Close()
+	}
+	for c := range b.conns {
+		_ = c.Close()
+	}
+	b.connMu.Unlock()
+	b.cancel()
+	b.notify.Broadcast()
+	b.groups.close()
+	b.wg.Wait()
+	err := b.catalog.close()
+	if e := b.offsets.close(); err == nil {
+		err = e
+	}
+	b.log.Info("broker closed")
+	return err
+}
+
+// validName checks a cluster or topic name: Kafka's legal characters.
+func validName(s string) error {
+	if s == "" || s == "." || s == ".." {
+		return errors.New("empty, '.' or '..'")
+	}
+	if len(s) > 249 {
+		return errors.New("longer than 249 characters")
+	}
+	if i := strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}); i >= 0 {
+		return fmt.Errorf("illegal character %q (legal: [a-zA-Z0-9._-])", s[i])
+	}
+	return nil
+}
+
+// producerIDs hands out producer ids from blocks reserved on the store.
+type producerIDs struct {
+	store stream.Store
+	name  string
+	mu    sync.Mutex
+	next  int64
+	end   int64
+}
+
+const producerIDBlock = 1000
+
+func (p *producerIDs) get(ctx context.Context) (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next >= p.end {
+		first, err := sharedlog.AllocateProducerIDs(ctx, p.store, p.name, producerIDBlock)
+		if err != nil {
+			return 0, err
+		}
+		p.next, p.end = first, first+producerIDBlock
+	}
+	id := p.next
+	p.next++
+	return id, nil
+}

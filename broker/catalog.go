@@ -1,0 +1,514 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stratastream/strata/sharedlog"
+	"github.com/stratastream/strata/stream"
+)
+
+// catalogRecord is one entry of the CLUSTER/__topics stream (JSON).
+type catalogRecord struct {
+	// Op is "create", "delete" or "partitions".
+	Op         string            `json:"op"`
+	Name       string            `json:"name"`
+	ID         string            `json:"id,omitempty"`
+	Partitions int32             `json:"partitions,omitempty"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// topic is one topic of the catalog.
+type topic struct {
+	name    string
+	id      [16]byte
+	configs map[string]string
+	driver  string
+	store   stream.Store
+	parts   []*partition // grows by CreatePartitions; guarded by catalog.mu
+}
+
+// partition is one partition this broker owns.
+type partition struct {
+	b     *Broker
+	topic *topic
+	index int32
+	name  string // sharedlog partition name (stream prefix)
+
+	mu        sync.Mutex
+	log       *sharedlog.Log
+	err       error // why log is nil
+	reopening bool
+}
+
+// catalog is the topic catalog, kept in the CLUSTER/__topics stream, which
+// this broker holds open read-write at its epoch.
+type catalog struct {
+	b       *Broker
+	s       stream.Stream
+	adminMu sync.Mutex // serializes creates, deletes and partition changes
+
+	mu     sync.RWMutex
+	topics map[string]*topic
+}
+
+func openCatalog(ctx context.Context, b *Broker) (*catalog, error) {
+	name := b.streamName("__topics")
+	s, err := b.cfg.Store.Open(ctx, name, stream.OpenOptions{Epoch: uint64(b.epoch), CreateIfMissing: true})
+	if err != nil {
+		return nil, fmt.Errorf("broker: opening the topic catalog %s on %s: %w", name, b.cfg.Driver, err)
+	}
+	c := &catalog{b: b, s: s, topics: map[string]*topic{}}
+	err = readStream(ctx, s, func(payload []byte) error {
+		var r catalogRecord
+		if err := json.Unmarshal(payload, &r); err != nil {
+			return fmt.Errorf("decoding catalog record: %v: %w", err, stream.ErrCorrupt)
+		}
+		return c.apply(r)
+	})
+	if err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("broker: reading the topic catalog %s on %s: %w", name, b.cfg.Driver, err)
+	}
+	return c, nil
+}
+
+// readStream calls fn with every batch payload of s, in order.
+func readStream(ctx context.Context, s stream.Stream, fn func([]byte) error) error {
+	for off := s.StartOffset(); off < s.NextOffset(); {
+		bs, err := s.Fetch(ctx, off, stream.NoEnd, 0)
+		if err != nil {
+			return err
+		}
+		if len(bs) == 0 {
+			break
+		}
+		for _, bt := range bs {
+			if err := fn(bt.Payload); err != nil {
+				return fmt.Errorf("%s offset %d: %w", s.Name(), bt.BaseOffset, err)
+			}
+			off = bt.EndOffset()
+		}
+	}
+	return nil
+}
+
+// apply changes the in-memory catalog by r (no I/O).
+func (c *catalog) apply(r catalogRecord) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch r.Op {
+	case "create":
+		id, err := hex.DecodeString(r.ID)
+		if err != nil || len(id) != 16 {
+			return fmt.Errorf("topic %s: bad id %q: %w", r.Name, r.ID, stream.ErrCorrupt)
+		}
+		t := &topic{name: r.Name, configs: r.Configs}
+		copy(t.id[:], id)
+		t.driver, t.store = c.b.storeFor(r.Name)
+		for i := int32(0); i < r.Partitions; i++ {
+			t.parts = append(t.parts, c.newPartition(t, i))
+		}
+		c.topics[r.Name] = t
+	case "delete":
+		delete(c.topics, r.Name)
+	case "partitions":
+		t := c.topics[r.Name]
+		if t == nil {
+			return nil
+		}
+		for i := int32(len(t.parts)); i < r.Partitions; i++ {
+			t.parts = append(t.parts, c.newPartition(t, i))
+		}
+	default:
+		return fmt.Errorf("unknown catalog op %q: %w", r.Op, stream.ErrCorrupt)
+	}
+	return nil
+}
+
+func (c *catalog) newPartition(t *topic, i int32) *partition {
+	return &partition{
+		b: c.b, topic: t, index: i,
+		name: c.b.streamName("t/" + hex.EncodeToString(t.id[:]) + "/" + strconv.Itoa(int(i))),
+		err:  errors.New("not opened yet"),
+	}
+}
+
+// storeFor returns the store that holds topic name.
+func (b *Broker) storeFor(name string) (string, stream.Store) {
+	for _, r := range b.cfg.Routes {
+		if len(name) >= len(r.Prefix) && name[:len(r.Prefix)] == r.Prefix {
+			return r.Driver, r.Store
+		}
+	}
+	return b.cfg.Driver, b.cfg.Store
+}
+
+// openAll opens every partition of the catalog (a takeover), a few at once.
+func (c *catalog) openAll(ctx context.Context) error {
+	var parts []*partition
+	c.mu.RLock()
+	for _, t := range c.topics {
+		parts = append(parts, t.parts...)
+	}
+	c.mu.RUnlock()
+	return openPartitions(ctx, parts)
+}
+
+func openPartitions(ctx context.Context, parts []*partition) error {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for _, p := range parts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := p.open(ctx); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// options are the sharedlog options of a topic's partitions.
+func (t *topic) options(b *Broker) sharedlog.Options {
+	o := sharedlog.Options{Epoch: b.epoch, Logger: b.log.With("topic", t.name)}
+	if v, ok := t.configs["retention.ms"]; ok {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+			o.RetentionTime = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if v, ok := t.configs["retention.bytes"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			o.RetentionBytes = n
+		}
+	}
+	if v, ok := t.configs["max.message.bytes"]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			o.MaxBatchBytes = n
+		}
+	}
+	o.LogAppendTime = t.configs["message.timestamp.type"] == "LogAppendTime"
+	return o
+}
+
+// open opens the partition's log at the broker epoch.
+func (p *partition) open(ctx context.Context) error {
+	start := time.Now()
+	l, err := sharedlog.Open(ctx, p.topic.store, p.name, p.topic.options(p.b))
+	p.mu.Lock()
+	p.log, p.err = l, err
+	p.mu.Unlock()
+	if err != nil {
+		p.b.checkFenced(err, "opening "+p.String())
+		p.b.log.Error("opening partition failed", "topic", p.topic.name, "partition", p.index, "err", err)
+		return fmt.Errorf("broker: opening partition %s (%s) on %s: %w", p, p.name, p.topic.driver, err)
+	}
+	rec := l.Recovery()
+	p.b.log.Debug("partition opened", "topic", p.topic.name, "partition", p.index, "hw", l.HighWatermark(),
+		"replayed_batches", rec.ReplayedBatches, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (p *partition) String() string { return fmt.Sprintf("%s-%d", p.topic.name, p.index) }
+
+// current returns the open log or the Kafka error code to answer with.
+func (p *partition) current() (*sharedlog.Log, int16) {
+	if p.b.fenced.Load() {
+		return nil, kerr.NotLeaderForPartition.Code
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.log == nil {
+		return nil, kerr.NotLeaderForPartition.Code
+	}
+	return p.log, 0
+}
+
+// failed handles an error of l: a fence stops the broker serving; a broken
+// log (a failed append) is closed and reopened in the background, which
+// recovers its durable state.
+func (p *partition) failed(l *sharedlog.Log, err error) {
+	if errors.Is(err, stream.ErrFenced) {
+		p.b.setFenced("append to " + p.String())
+		return
+	}
+	switch sharedlog.ErrorCode(err) {
+	case kerr.KafkaStorageError.Code, kerr.UnknownServerError.Code, kerr.NotLeaderForPartition.Code:
+	default:
+		return // validation, offsets, timeouts: the log is unchanged
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	p.mu.Lock()
+	if p.log != l || p.reopening || p.b.closed.Load() {
+		p.mu.Unlock()
+		return
+	}
+	p.log, p.err, p.reopening = nil, err, true
+	p.mu.Unlock()
+	p.b.log.Warn("partition failed; reopening", "topic", p.topic.name, "partition", p.index, "err", err)
+	p.b.wg.Add(1)
+	go func() {
+		defer p.b.wg.Done()
+		_ = l.Close()
+		for attempt := 0; ; attempt++ {
+			if p.b.closed.Load() || p.b.fenced.Load() {
+				break
+			}
+			ctx, cancel := context.WithTimeout(p.b.ctx, 30*time.Second)
+			err := p.open(ctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			select {
+			case <-p.b.ctx.Done():
+			case <-time.After(time.Duration(min(attempt+1, 10)) * 200 * time.Millisecond):
+			}
+		}
+		p.mu.Lock()
+		p.reopening = false
+		p.mu.Unlock()
+	}()
+}
+
+// closeLog closes the partition's log (shutdown, delete).
+func (p *partition) closeLog() error {
+	p.mu.Lock()
+	l := p.log
+	p.log, p.err = nil, errors.New("closed")
+	p.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	return l.Close()
+}
+
+// lookup returns a topic by name.
+func (c *catalog) lookup(name string) *topic {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.topics[name]
+}
+
+// partitionOf returns a topic's partition, or the error code to answer.
+func (c *catalog) partitionOf(topicName string, i int32) (*partition, int16) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t := c.topics[topicName]
+	if t == nil || i < 0 || int(i) >= len(t.parts) {
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	return t.parts[i], 0
+}
+
+// list returns every topic sorted by name, with its partition count.
+func (c *catalog) list() []*topic {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*topic, 0, len(c.topics))
+	for _, t := range c.topics {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (c *catalog) count() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.topics)
+}
+
+func (c *catalog) numPartitions(t *topic) int32 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return int32(len(t.parts))
+}
+
+// appendRecord makes r durable in the catalog stream.
+func (c *catalog) appendRecord(ctx context.Context, r catalogRecord) error {
+	payload, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = stream.Append(ctx, c.s, stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload})
+	if err != nil {
+		c.b.checkFenced(err, "catalog append")
+		return fmt.Errorf("broker: writing the topic catalog (%s %s): %w", r.Op, r.Name, err)
+	}
+	return nil
+}
+
+// topicConfigs are the topic configs the broker understands, with defaults.
+var topicConfigs = map[string]string{
+	"retention.ms":           "-1",
+	"retention.bytes":        "-1",
+	"max.message.bytes":      "",
+	"message.timestamp.type": "CreateTime",
+	"cleanup.policy":         "delete",
+}
+
+// checkConfigs validates CreateTopics configs.
+func checkConfigs(cfg map[string]string) (int16, string) {
+	for k, v := range cfg {
+		if _, ok := topicConfigs[k]; !ok {
+			return kerr.InvalidConfig.Code, fmt.Sprintf("config %s is not supported (supported: retention.ms, retention.bytes, max.message.bytes, message.timestamp.type, cleanup.policy=delete)", k)
+		}
+		switch k {
+		case "retention.ms", "retention.bytes", "max.message.bytes":
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				return kerr.InvalidConfig.Code, fmt.Sprintf("config %s=%q is not an integer", k, v)
+			}
+		case "message.timestamp.type":
+			if v != "CreateTime" && v != "LogAppendTime" {
+				return kerr.InvalidConfig.Code, fmt.Sprintf("config %s=%q: want CreateTime or LogAppendTime", k, v)
+			}
+		case "cleanup.policy":
+			if v != "delete" {
+				return kerr.InvalidConfig.Code, fmt.Sprintf("config %s=%q: only delete is supported (no compaction)", k, v)
+			}
+		}
+	}
+	return 0, ""
+}
+
+// create creates a topic: catalog record first (durable), then its
+// partitions' streams.
+func (c *catalog) create(ctx context.Context, name string, n int32, cfg map[string]string, validateOnly bool) (*topic, int16, string) {
+	if err := validName(name); err != nil {
+		return nil, kerr.InvalidTopicException.Code, fmt.Sprintf("topic %q: %v", name, err)
+	}
+	if n == -1 {
+		n = c.b.cfg.DefaultPartitions
+	}
+	if n <= 0 || n > 100000 {
+		return nil, kerr.InvalidPartitions.Code, fmt.Sprintf("topic %s: %d partitions", name, n)
+	}
+	if code, msg := checkConfigs(cfg); code != 0 {
+		return nil, code, msg
+	}
+	if c.b.fenced.Load() {
+		return nil, kerr.NotController.Code, "this broker was fenced by a newer one"
+	}
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	if c.lookup(name) != nil {
+		return nil, kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic %s already exists", name)
+	}
+	if validateOnly {
+		return nil, 0, ""
+	}
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	r := catalogRecord{Op: "create", Name: name, ID: hex.EncodeToString(id[:]), Partitions: n, Configs: cfg}
+	if err := c.appendRecord(ctx, r); err != nil {
+		return nil, kerr.KafkaStorageError.Code, err.Error()
+	}
+	_ = c.apply(r)
+	t := c.lookup(name)
+	if err := openPartitions(ctx, t.parts); err != nil {
+		return t, kerr.KafkaStorageError.Code, err.Error()
+	}
+	c.b.log.Info("topic created", "topic", name, "partitions", n, "driver", t.driver)
+	return t, 0, ""
+}
+
+// remove deletes a topic: catalog record first, then its streams.
+func (c *catalog) remove(ctx context.Context, name string) (int16, string) {
+	if c.b.fenced.Load() {
+		return kerr.NotController.Code, "this broker was fenced by a newer one"
+	}
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	t := c.lookup(name)
+	if t == nil {
+		return kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s does not exist", name)
+	}
+	r := catalogRecord{Op: "delete", Name: name}
+	if err := c.appendRecord(ctx, r); err != nil {
+		return kerr.KafkaStorageError.Code, err.Error()
+	}
+	_ = c.apply(r)
+	for _, p := range t.parts {
+		_ = p.closeLog()
+		if err := sharedlog.Delete(ctx, t.store, p.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
+			c.b.log.Warn("deleting partition streams failed (the topic is gone from the catalog)", "topic", name, "partition", p.index, "err", err)
+		}
+	}
+	if err := c.b.offsets.forgetTopic(ctx, name); err != nil {
+		c.b.log.Warn("removing committed offsets of a deleted topic failed", "topic", name, "err", err)
+	}
+	c.b.log.Info("topic deleted", "topic", name)
+	return 0, ""
+}
+
+// grow raises a topic's partition count.
+func (c *catalog) grow(ctx context.Context, name string, n int32, validateOnly bool) (int16, string) {
+	if c.b.fenced.Load() {
+		return kerr.NotController.Code, "this broker was fenced by a newer one"
+	}
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	t := c.lookup(name)
+	if t == nil {
+		return kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s does not exist", name)
+	}
+	have := c.numPartitions(t)
+	if n <= have || n > 100000 {
+		return kerr.InvalidPartitions.Code, fmt.Sprintf("topic %s has %d partitions; %d is not more", name, have, n)
+	}
+	if validateOnly {
+		return 0, ""
+	}
+	r := catalogRecord{Op: "partitions", Name: name, Partitions: n}
+	if err := c.appendRecord(ctx, r); err != nil {
+		return kerr.KafkaStorageError.Code, err.Error()
+	}
+	_ = c.apply(r)
+	c.mu.RLock()
+	added := append([]*partition(nil), t.parts[have:]...)
+	c.mu.RUnlock()
+	if err := openPartitions(ctx, added); err != nil {
+		return kerr.KafkaStorageError.Code, err.Error()
+	}
+	return 0, ""
+}
+
+// close closes every partition (final checkpoints) and the catalog stream.
+func (c *catalog) close() error {
+	var parts []*partition
+	c.mu.RLock()
+	for _, t := range c.topics {
+		parts = append(parts, t.parts...)
+	}
+	c.mu.RUnlock()
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = p.closeLog() }()
+	}
+	wg.Wait()
+	return c.s.Close()
+}
