@@ -137,6 +137,10 @@ func TestRootGone(t *testing.T) {
 		t.Errorf("OpenStorage with the root gone: got %v, want ErrUnavailable", err)
 	}
 	ctl("start")
+	// A removed tmp/ is made again by the next put.
+	if err := os.Remove(filepath.Join(root, tmpDir)); err != nil {
+		t.Fatal(err)
+	}
 	got, err := st.Get(ctx, "s/c/1", 0, -1)
 	if err != nil || string(got) != "one" {
 		t.Fatalf("Get after start = %q, %v; want one", got, err)

@@ -163,6 +163,13 @@ func (s *Storage) syncDir(dir string) error {
 func (s *Storage) writeTemp(data []byte) (string, error) {
 	path := filepath.Join(s.tmp, s.tmpPrefix+strconv.FormatInt(s.tmpSeq.Add(1), 10)+tmpSuffix)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if isAbsent(err) {
+		// tmp/ was removed under us: make it again (never the root: if the
+		// root is gone, this fails too).
+		if err = s.mkdir(s.tmp); err == nil {
+			f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		}
+	}
 	if err != nil {
 		return "", err
 	}
