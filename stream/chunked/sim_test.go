@@ -1095,19 +1095,23 @@ func TestSimulationCatchesBrokenRules(t *testing.T) {
 	cases := []struct {
 		rule   string
 		broken brokenRules
+		slow   bool // needs more than a few hundred schedules: not with -short
 	}{
-		{"R1 own writes by put id", brokenRules{ownBySession: true}},
-		{"R2 GC by manifest", brokenRules{gcByOffset: true}},
-		{"R3 ack after probing the next manifest", brokenRules{noAckProbe: true}},
-		{"R4 walks end by probing the next manifest", brokenRules{noWalkProbe: true}},
-		{"R6 never re-place over a valid chunk", brokenRules{replaceValid: true}},
-		{"R7 walks seeded with the chain's session", brokenRules{seedWithOwner: true}},
+		{"R1 own writes by put id", brokenRules{ownBySession: true}, false},
+		{"R2 GC by manifest", brokenRules{gcByOffset: true}, true},
+		{"R3 ack after probing the next manifest", brokenRules{noAckProbe: true}, true},
+		{"R4 walks end by probing the next manifest", brokenRules{noWalkProbe: true}, false},
+		{"R6 never re-place over a valid chunk", brokenRules{replaceValid: true}, true},
+		{"R7 walks seeded with the chain's session", brokenRules{seedWithOwner: true}, false},
 	}
 	budget := 3000
 	if *simRunsFlag > 0 {
 		budget = *simRunsFlag
 	}
 	for _, c := range cases {
+		if c.slow && testing.Short() {
+			continue // -short keeps the package's -race run brief; the full run checks every rule
+		}
 		t.Run(c.rule, func(t *testing.T) {
 			for seed := uint64(1); seed <= uint64(budget); seed++ {
 				res := runScheduleWith(t, seed, 400, false, c.broken)
