@@ -1,0 +1,382 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/stratastream/strata/broker"
+	"github.com/stratastream/strata/drivers/nfs"
+	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/plugin"
+)
+
+const serveUsage = `Usage: strata serve [--config FILE] [--listen HOST:PORT] [--data DIR] [flags]
+
+Runs a stateless Kafka-protocol broker on shared storage. Without --config it
+runs on the embedded default: the nfs driver, in process, on the --data
+directory. With --config the drivers named there are loaded at startup (see
+docs/operating.md). Flags override the config file.
+
+`
+
+// serveConfig is the `strata serve --config` file (YAML).
+type serveConfig struct {
+	// Cluster names the cluster; brokers with the same cluster on the same
+	// storage take over from each other. Default "strata".
+	Cluster string `yaml:"cluster"`
+	// Listen is the Kafka listener (default 127.0.0.1:9092).
+	Listen string `yaml:"listen"`
+	// Advertise is the HOST:PORT clients are told (default: Listen, with an
+	// unspecified host replaced by the machine's hostname).
+	Advertise string `yaml:"advertise"`
+	// HTTP is the listener of /metrics, /healthz and /readyz (default: off).
+	HTTP string `yaml:"http"`
+	// AutoCreateTopics creates topics clients ask for (default true).
+	AutoCreateTopics *bool `yaml:"auto_create_topics"`
+	// DefaultPartitions of auto-created topics (default 1).
+	DefaultPartitions int32 `yaml:"default_partitions"`
+	// MaxRequestBytes is the largest request accepted (default 100 MiB).
+	MaxRequestBytes int `yaml:"max_request_bytes"`
+	// LogFormat is text (default) or json; LogLevel debug, info (default),
+	// warn or error.
+	LogFormat string `yaml:"log_format"`
+	LogLevel  string `yaml:"log_level"`
+	// Drivers are loaded at startup; the first (or DefaultDriver) holds the
+	// cluster's own streams and every topic no Topics route matches.
+	Drivers       []driverSpec `yaml:"drivers"`
+	DefaultDriver string       `yaml:"default_driver"`
+	// Topics route topic-name prefixes to drivers.
+	Topics []topicRoute `yaml:"topics"`
+	// TLS and SASL are not supported yet: setting them fails startup.
+	TLS  yaml.Node `yaml:"tls"`
+	SASL yaml.Node `yaml:"sasl"`
+}
+
+// driverSpec is one driver to load.
+type driverSpec struct {
+	// Name identifies the driver in routes, logs and metrics (default: Driver).
+	Name string `yaml:"name"`
+	// Driver is the built-in driver (memory, nfs, s3, azure, hdfs) when
+	// Binary is "builtin" or empty.
+	Driver string `yaml:"driver"`
+	// Binary is "builtin" (default) or the path of a plugin binary.
+	Binary string `yaml:"binary"`
+	// SHA256 pins the plugin binary (64 hex digits).
+	SHA256 string `yaml:"sha256"`
+	// Config is the driver's own config, passed to it as YAML.
+	Config yaml.Node `yaml:"config"`
+	// AllowNonDurable accepts a driver whose Info says it is not durable or
+	// not shared between processes (the memory driver): for tests only.
+	AllowNonDurable bool `yaml:"allow_non_durable"`
+}
+
+// topicRoute sends topics whose names start with Prefix to Driver.
+type topicRoute struct {
+	Prefix string `yaml:"prefix"`
+	Driver string `yaml:"driver"`
+}
+
+func parseServeConfig(b []byte) (serveConfig, error) {
+	var c serveConfig
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, err
+	}
+	if !c.TLS.IsZero() {
+		return c, errors.New("tls: TLS listeners are not supported yet (terminate TLS in front of the broker); remove the tls section")
+	}
+	if !c.SASL.IsZero() {
+		return c, errors.New("sasl: SASL authentication is not supported yet; remove the sasl section")
+	}
+	if len(c.Drivers) == 0 {
+		return c, errors.New("drivers: at least one driver is required")
+	}
+	seen := map[string]bool{}
+	for i := range c.Drivers {
+		d := &c.Drivers[i]
+		if d.Binary == "" {
+			d.Binary = "builtin"
+		}
+		if d.Binary == "builtin" && !isBuiltin(d.Driver) {
+			return c, fmt.Errorf("drivers[%d].driver: %q is not a built-in driver (%s); set binary to a plugin path for others", i, d.Driver, strings.Join(builtinDrivers, ", "))
+		}
+		if d.Name == "" {
+			d.Name = d.Driver
+		}
+		if d.Name == "" {
+			return c, fmt.Errorf("drivers[%d].name: required with a plugin binary", i)
+		}
+		if seen[d.Name] {
+			return c, fmt.Errorf("drivers[%d].name: %q used twice", i, d.Name)
+		}
+		seen[d.Name] = true
+		if d.SHA256 != "" && len(d.SHA256) != 64 {
+			return c, fmt.Errorf("drivers[%d].sha256: want 64 hex digits, got %d characters", i, len(d.SHA256))
+		}
+	}
+	if c.DefaultDriver != "" && !seen[c.DefaultDriver] {
+		return c, fmt.Errorf("default_driver: %q is not one of the drivers", c.DefaultDriver)
+	}
+	for i, r := range c.Topics {
+		if !seen[r.Driver] {
+			return c, fmt.Errorf("topics[%d].driver: %q is not one of the drivers", i, r.Driver)
+		}
+	}
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		return c, fmt.Errorf("log_format: %q: want text or json", c.LogFormat)
+	}
+	return c, nil
+}
+
+// runServe implements `strata serve`.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("strata serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, serveUsage)
+		fs.PrintDefaults()
+	}
+	var (
+		configPath = fs.String("config", "", "broker config file (YAML): drivers to load, topics routing, listeners")
+		listen     = fs.String("listen", "", "Kafka listener HOST:PORT (default 127.0.0.1:9092)")
+		data       = fs.String("data", "./strata-data", "directory of the embedded default (nfs driver) when there is no --config")
+		httpAddr   = fs.String("http", "", "listener HOST:PORT for /metrics, /healthz and /readyz (default off)")
+		cluster    = fs.String("cluster", "", "cluster name (default strata)")
+		advertise  = fs.String("advertise", "", "HOST:PORT advertised to clients (default the listener)")
+		logFormat  = fs.String("log-format", "", "log format: text or json")
+		logLevel   = fs.String("log-level", "", "log level: debug, info, warn, error")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "strata serve: %s\n", fmt.Sprintf(format, a...))
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected argument %q (flags only; see strata serve -h)", fs.Arg(0))
+	}
+	var cfg serveConfig
+	if *configPath != "" {
+		b, err := os.ReadFile(*configPath)
+		if err != nil {
+			return bad("reading --config: %v", err)
+		}
+		if cfg, err = parseServeConfig(b); err != nil {
+			return bad("config %s: %v", *configPath, err)
+		}
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.Listen, *listen)
+	set(&cfg.HTTP, *httpAddr)
+	set(&cfg.Cluster, *cluster)
+	set(&cfg.Advertise, *advertise)
+	set(&cfg.LogFormat, *logFormat)
+	set(&cfg.LogLevel, *logLevel)
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:9092"
+	}
+	var level slog.Level
+	if cfg.LogLevel != "" {
+		if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+			return bad("log level %q: want debug, info, warn or error", cfg.LogLevel)
+		}
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	if cfg.LogFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
+	}
+	logger := slog.New(handler)
+	slog.SetDefault(logger)
+
+	defer plugin.CleanupClients()
+	stores, err := loadStores(ctx, cfg, *data, logger)
+	for _, s := range stores {
+		defer s.store.Close()
+	}
+	if err != nil {
+		logger.Error("startup failed", "err", err)
+		fmt.Fprintf(stderr, "strata serve: %v\n", err)
+		return 1
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return bad("--listen %s: %v", cfg.Listen, err)
+	}
+	defer ln.Close()
+	adv := cfg.Advertise
+	if adv == "" {
+		host, port, _ := net.SplitHostPort(ln.Addr().String())
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			if h, err := os.Hostname(); err == nil {
+				host = h
+			}
+		}
+		adv = net.JoinHostPort(host, port)
+	}
+	bcfg := broker.Config{
+		Cluster:           cfg.Cluster,
+		Store:             stores[0].store,
+		Driver:            stores[0].name,
+		Advertise:         adv,
+		MaxRequestBytes:   cfg.MaxRequestBytes,
+		AutoCreateTopics:  cfg.AutoCreateTopics == nil || *cfg.AutoCreateTopics,
+		DefaultPartitions: cfg.DefaultPartitions,
+		Logger:            logger,
+	}
+	for _, r := range cfg.Topics {
+		for _, s := range stores {
+			if s.name == r.Driver {
+				bcfg.Routes = append(bcfg.Routes, broker.Route{Prefix: r.Prefix, Driver: s.name, Store: s.store})
+			}
+		}
+	}
+	b, err := broker.New(ctx, bcfg)
+	if err != nil {
+		logger.Error("startup failed", "err", err)
+		fmt.Fprintf(stderr, "strata serve: %v\n", err)
+		return 1
+	}
+	defer b.Close()
+	if cfg.HTTP != "" {
+		hln, err := net.Listen("tcp", cfg.HTTP)
+		if err != nil {
+			return bad("--http %s: %v", cfg.HTTP, err)
+		}
+		srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(hln) }()
+		defer srv.Close()
+		logger.Info("serving metrics and health", "http", hln.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- b.Serve(ln) }()
+	fmt.Fprintf(stdout, "strata serve: cluster %s, broker epoch %d, Kafka listener %s (advertised %s)\n", orDefault(cfg.Cluster, "strata"), b.Epoch(), ln.Addr(), adv)
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		return 0
+	case err := <-errc:
+		if err != nil {
+			logger.Error("listener failed", "err", err)
+			return 1
+		}
+		return 0
+	}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// loadedStore is one driver's store; the first one is the default.
+type loadedStore struct {
+	name  string
+	store stream.Store
+}
+
+// loadStores opens the drivers: the embedded default (nfs in process on
+// dataDir) without a config, else every configured driver through
+// stream/plugin, each checked by its Info.
+func loadStores(ctx context.Context, cfg serveConfig, dataDir string, logger *slog.Logger) ([]loadedStore, error) {
+	if len(cfg.Drivers) == 0 {
+		dir, err := filepath.Abs(dataDir)
+		if err != nil {
+			return nil, fmt.Errorf("--data %s: %v", dataDir, err)
+		}
+		st, err := nfs.Open(ctx, fmt.Appendf(nil, "root: %q\ncreate_root: true\n", dir))
+		if err != nil {
+			return nil, fmt.Errorf("embedded default (nfs driver on %s): %w", dir, err)
+		}
+		logger.Info("driver loaded", "name", "nfs", "mode", "in-process (embedded default)", "root", dir)
+		ls := []loadedStore{{name: "nfs", store: st}}
+		return ls, checkInfo("nfs", st, false)
+	}
+	var out []loadedStore
+	for i, d := range cfg.Drivers {
+		st, err := loadDriver(ctx, d, logger)
+		if err != nil {
+			return out, fmt.Errorf("drivers[%d] %s: %w", i, d.Name, err)
+		}
+		out = append(out, loadedStore{name: d.Name, store: st})
+		if err := checkInfo(d.Name, st, d.AllowNonDurable); err != nil {
+			return out, fmt.Errorf("drivers[%d] %s: %w", i, d.Name, err)
+		}
+	}
+	if cfg.DefaultDriver != "" {
+		for i, s := range out {
+			if s.name == cfg.DefaultDriver {
+				out[0], out[i] = out[i], out[0]
+			}
+		}
+	}
+	return out, nil
+}
+
+func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (stream.Store, error) {
+	target := d.Binary
+	if target == "builtin" {
+		target = d.Driver
+	}
+	bin, err := resolveDriver(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	var config []byte
+	if !d.Config.IsZero() {
+		if config, err = yaml.Marshal(&d.Config); err != nil {
+			return nil, fmt.Errorf("config: %v", err)
+		}
+	}
+	opts := []plugin.Option{plugin.WithLogger(logger.With("driver", d.Name))}
+	if d.SHA256 != "" {
+		opts = append(opts, plugin.WithSHA256(d.SHA256))
+	}
+	st, err := plugin.Open(ctx, bin, config, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("loading plugin %s: %w", bin, err)
+	}
+	logger.Info("driver loaded", "name", d.Name, "binary", bin, "pinned", d.SHA256 != "", "driver", st.Info().Driver, "version", st.Info().Version)
+	return st, nil
+}
+
+// checkInfo refuses a driver the broker cannot run on.
+func checkInfo(name string, st stream.Store, allowNonDurable bool) error {
+	info := st.Info()
+	switch {
+	case info.Driver == "":
+		return errors.New("Info check: the driver reports no name")
+	case info.MaxBatchBytes < 1<<20:
+		return fmt.Errorf("Info check: MaxBatchBytes %d is below the 1 MiB a Kafka batch needs", info.MaxBatchBytes)
+	case info.MaxFetchBytes <= 0:
+		return fmt.Errorf("Info check: MaxFetchBytes %d", info.MaxFetchBytes)
+	case !allowNonDurable && !info.Durable:
+		return fmt.Errorf("Info check: driver %s (%s) is not durable (acks would not survive a crash); set allow_non_durable: true for tests", name, info.Driver)
+	case !allowNonDurable && !info.SharedNamespace:
+		return fmt.Errorf("Info check: driver %s (%s) has no shared namespace (no takeover possible); set allow_non_durable: true for tests", name, info.Driver)
+	}
+	return nil
+}
