@@ -80,7 +80,7 @@ const benchSlice = 250 * time.Millisecond
 // measured accumulates one kind's rounds.
 type measured struct {
 	name    string
-	run     func(d time.Duration) (bytes int64, elapsed time.Duration, lat []time.Duration)
+	run     runner
 	bytes   int64
 	elapsed time.Duration
 	cpu     time.Duration // user+system CPU of this process while it ran
@@ -182,39 +182,52 @@ func parallel(n int, d time.Duration, work func(w int, deadline time.Time) (int6
 	return total, time.Since(start), all
 }
 
-// rawRunner: each writer loops write temp + fsync + close + link to a new
-// name (+ fsync of the directory) + unlink temp, in a directory of its own,
-// as the driver does for each chunk.
-func rawRunner(b testing.TB, dir string, payload []byte, writers int, dirsync bool) func(time.Duration) (int64, time.Duration, []time.Duration) {
+// runner runs one kind for a slice of time: bytes moved, wall time,
+// latencies of single operations.
+type runner = func(d time.Duration) (int64, time.Duration, []time.Duration)
+
+// loopRunner: each of writers goroutines loops op(w, seq) with seq = 1, 2,
+// ... (continuing across slices) until the deadline, timing each call; an
+// op moves size bytes.
+func loopRunner(b testing.TB, size, writers int, op func(w, seq int) error) runner {
 	seq := make([]int, writers)
-	for w := range writers {
-		if err := os.MkdirAll(filepath.Join(dir, strconv.Itoa(w)), 0o755); err != nil {
-			b.Fatal(err)
-		}
-	}
 	return func(d time.Duration) (int64, time.Duration, []time.Duration) {
 		return parallel(writers, d, func(w int, deadline time.Time) (int64, []time.Duration) {
-			wdir := filepath.Join(dir, strconv.Itoa(w))
 			var n int64
 			var lat []time.Duration
 			for time.Now().Before(deadline) {
 				seq[w]++
 				start := time.Now()
-				if err := rawPut(wdir, strconv.Itoa(seq[w]), payload, dirsync); err != nil {
+				if err := op(w, seq[w]); err != nil {
 					b.Error(err)
 					break
 				}
 				lat = append(lat, time.Since(start))
-				n += int64(len(payload))
+				n += int64(size)
 			}
 			return n, lat
 		})
 	}
 }
 
-func rawPut(dir, name string, payload []byte, dirsync bool) error {
-	tmp := filepath.Join(dir, "t")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+// rawRunner: each writer loops write temp + fsync + close + link to a new
+// name (+ fsync of the directory) + unlink temp, in a directory of its own,
+// as the driver does for each chunk.
+func rawRunner(b testing.TB, dir string, payload []byte, writers int, dirsync bool) runner {
+	for w := range writers {
+		if err := os.MkdirAll(filepath.Join(dir, strconv.Itoa(w)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return loopRunner(b, len(payload), writers, func(w, seq int) error {
+		return rawPut(filepath.Join(dir, strconv.Itoa(w)), strconv.Itoa(seq), payload, dirsync)
+	})
+}
+
+// writeSynced creates path (which must not exist), writes payload, fsyncs
+// and closes it.
+func writeSynced(path string, payload []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
@@ -225,6 +238,12 @@ func rawPut(dir, name string, payload []byte, dirsync bool) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	return err
+}
+
+func rawPut(dir, name string, payload []byte, dirsync bool) error {
+	tmp := filepath.Join(dir, "t")
+	err := writeSynced(tmp, payload)
 	if err == nil {
 		err = os.Link(tmp, filepath.Join(dir, name))
 	}
@@ -242,43 +261,18 @@ func rawPut(dir, name string, payload []byte, dirsync bool) error {
 }
 
 // fsyncRunner: each writer loops write a new file + fsync + close.
-func fsyncRunner(b testing.TB, dir string, payload []byte, writers int) func(time.Duration) (int64, time.Duration, []time.Duration) {
+func fsyncRunner(b testing.TB, dir string, payload []byte, writers int) runner {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	seq := make([]int, writers)
-	return func(d time.Duration) (int64, time.Duration, []time.Duration) {
-		return parallel(writers, d, func(w int, deadline time.Time) (int64, []time.Duration) {
-			var n int64
-			var lat []time.Duration
-			for time.Now().Before(deadline) {
-				seq[w]++
-				start := time.Now()
-				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%d-%d", w, seq[w])))
-				if err == nil {
-					_, err = f.Write(payload)
-				}
-				if err == nil {
-					err = f.Sync()
-				}
-				if err == nil {
-					err = f.Close()
-				}
-				if err != nil {
-					b.Error(err)
-					break
-				}
-				lat = append(lat, time.Since(start))
-				n += int64(len(payload))
-			}
-			return n, lat
-		})
-	}
+	return loopRunner(b, len(payload), writers, func(w, seq int) error {
+		return writeSynced(filepath.Join(dir, fmt.Sprintf("%d-%d", w, seq)), payload)
+	})
 }
 
-// storageRunner: each writer loops Storage.PutIfAbsent of new keys in a
-// directory of its own: the driver without the engine.
-func storageRunner(b testing.TB, root string, payload []byte, writers int) func(time.Duration) (int64, time.Duration, []time.Duration) {
+// storageRunner: each writer loops Storage.PutIfAbsent of new keys of its
+// own: the driver without the engine.
+func storageRunner(b testing.TB, root string, payload []byte, writers int) runner {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		b.Fatal(err)
 	}
@@ -287,31 +281,16 @@ func storageRunner(b testing.TB, root string, payload []byte, writers int) func(
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	seq := make([]int, writers)
-	return func(d time.Duration) (int64, time.Duration, []time.Duration) {
-		return parallel(writers, d, func(w int, deadline time.Time) (int64, []time.Duration) {
-			var n int64
-			var lat []time.Duration
-			for time.Now().Before(deadline) {
-				seq[w]++
-				start := time.Now()
-				if err := st.PutIfAbsent(b.Context(), fmt.Sprintf("w%d/c/%020d", w, seq[w]), payload); err != nil {
-					b.Error(err)
-					break
-				}
-				lat = append(lat, time.Since(start))
-				n += int64(len(payload))
-			}
-			return n, lat
-		})
-	}
+	return loopRunner(b, len(payload), writers, func(w, seq int) error {
+		return st.PutIfAbsent(b.Context(), fmt.Sprintf("w%d/c/%020d", w, seq), payload)
+	})
 }
 
 // appendRunner: a Store on its own directory with streams streams; each
 // stream's goroutine keeps up to inflight appends outstanding (at most
 // 32 MiB) until the deadline, then waits for the rest. Latency is from
 // Append to ack.
-func appendRunner(b testing.TB, root string, payload []byte, streams int, linger time.Duration, inflight int) func(time.Duration) (int64, time.Duration, []time.Duration) {
+func appendRunner(b testing.TB, root string, payload []byte, streams int, linger time.Duration, inflight int) runner {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		b.Fatal(err)
 	}
