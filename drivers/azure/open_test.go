@@ -2,12 +2,14 @@ package azure
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +34,38 @@ func closedPort(t *testing.T) int {
 	return port
 }
 
+// silentServer accepts connections and never answers; it stops with t.
+func silentServer(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	return l.Addr().String()
+}
+
 // TestOpenBadInput: each usual misconfiguration fails Open with an error
 // that says what is wrong.
 func TestOpenBadInput(t *testing.T) {
@@ -49,6 +83,9 @@ func TestOpenBadInput(t *testing.T) {
 	unreachable.AccountURL = fmt.Sprintf("http://127.0.0.1:%d/devstoreaccount1", closedPort(t))
 	wrongAccount := base
 	wrongAccount.Credentials.AccountName = "otheraccount"
+	silent := base
+	silent.AccountURL = "http://" + silentServer(t) + "/devstoreaccount1"
+	silent.Timeouts.Request = 300 * time.Millisecond
 	tests := []struct {
 		name     string
 		cfg      Config
@@ -59,6 +96,7 @@ func TestOpenBadInput(t *testing.T) {
 		{"wrong account name", wrongAccount, stream.ErrInvalidArgument, "credentials rejected"},
 		{"missing container", noContainer, stream.ErrInvalidArgument, "container does not exist"},
 		{"unreachable endpoint", unreachable, stream.ErrUnavailable, "endpoint unreachable"},
+		{"endpoint that never answers", silent, stream.ErrUnavailable, "endpoint unreachable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,6 +273,9 @@ func TestBackendDown(t *testing.T) {
 	if err := calls["Get"](); errors.As(err, &re) {
 		t.Errorf("transport failure reported as an HTTP answer: %v", err)
 	}
+	if r := st.RequestStats().Retries; r < int64(len(calls)) {
+		t.Errorf("RequestStats.Retries = %d after %d failed calls with 2 attempts each", r, len(calls))
+	}
 	if st.RequestStats().Errors < int64(len(calls)) {
 		t.Errorf("RequestStats.Errors = %d after %d failed calls", st.RequestStats().Errors, len(calls)+1)
 	}
@@ -243,5 +284,49 @@ func TestBackendDown(t *testing.T) {
 	got, err := st.Get(context.Background(), "kept", 0, -1)
 	if err != nil || string(got) != "before the stop" {
 		t.Fatalf("Get after restart = %q, %v", got, err)
+	}
+}
+
+// TestContainerVanished: a container deleted under a running Storage is
+// ErrUnavailable on every call — never "absent", which would let the engine
+// take a stream for gone.
+func TestContainerVanished(t *testing.T) {
+	ctx := t.Context()
+	cfg := baseConfig(t)
+	cred, err := azblob.NewSharedKeyCredential(accountFromURL(cfg.AccountURL), cfg.Credentials.AccountKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Container = "vanish-" + strings.ToLower(rand.Text())[:12]
+	cc, err := container.NewClientWithSharedKeyCredential(cfg.AccountURL+"/"+cfg.Container, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.Create(ctx, nil); err != nil {
+		t.Fatalf("creating container %s: %v", cfg.Container, err)
+	}
+	st, err := NewStorage(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutIfAbsent(ctx, "k", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.Delete(ctx, nil); err != nil {
+		t.Fatalf("deleting container %s: %v", cfg.Container, err)
+	}
+	for name, call := range map[string]func() error{
+		"PutIfAbsent": func() error { return st.PutIfAbsent(ctx, "k2", []byte("x")) },
+		"Get":         func() error { _, err := st.Get(ctx, "k", 0, -1); return err },
+		"Stat":        func() error { _, err := st.Stat(ctx, "k"); return err },
+		"List":        func() error { _, err := st.List(ctx, "", "", 0); return err },
+	} {
+		err := call()
+		if !errors.Is(err, stream.ErrUnavailable) || errors.Is(err, stream.ErrNotFound) || errors.Is(err, stream.ErrAlreadyExists) {
+			t.Errorf("%s after the container was deleted = %v, want only ErrUnavailable", name, err)
+		} else if !strings.Contains(err.Error(), "container not found") {
+			t.Errorf("%s error does not say the container is gone: %v", name, err)
+		}
 	}
 }
