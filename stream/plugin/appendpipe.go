@@ -29,22 +29,45 @@ const maxBatchesPerMessage = 1024
 // pendingAppend is one admitted append: its batch already encoded as an
 // AppendRequest.batches field, and the completion of its future.
 type pendingAppend struct {
-	field    []byte // tag, length and the encoded streamv1.Batch
-	size     int    // Batch.Size, for the pipeline's byte budget
+	field    mem.Buffer // tag, length and the encoded streamv1.Batch
+	wire     int        // field.Len()
+	size     int        // Batch.Size, for the pipeline's byte budget
 	count    uint32
 	complete func(stream.AppendResult, error)
 }
 
-// encodeBatchField encodes pb as one "batches" field (number 2) of an
-// AppendRequest. The bytes are a copy: the caller may reuse the payload as
-// soon as Append returns. Concatenated fields, optionally after a session
-// field, are a valid AppendRequest.
-func encodeBatchField(pb *streamv1.Batch) ([]byte, error) {
-	n := proto.Size(pb)
-	buf := make([]byte, 0, n+protowire.SizeTag(2)+protowire.SizeVarint(uint64(n)))
+// batchFieldSize is the encoded size of one "batches" field (number 2) of
+// an AppendRequest whose Batch encodes to n bytes.
+func batchFieldSize(n int) int {
+	return n + protowire.SizeTag(2) + protowire.SizeVarint(uint64(n))
+}
+
+// appendBatchField appends pb, whose encoding is n bytes, to buf as one
+// "batches" field. Concatenated fields, optionally after a session field,
+// are a valid AppendRequest.
+func appendBatchField(buf []byte, pb *streamv1.Batch, n int) ([]byte, error) {
 	buf = protowire.AppendTag(buf, 2, protowire.BytesType)
 	buf = protowire.AppendVarint(buf, uint64(n))
 	return proto.MarshalOptions{}.MarshalAppend(buf, pb)
+}
+
+// encodeBatchBuffer encodes pb as one "batches" field into a buffer of
+// gRPC's pool. The bytes are a copy: the caller may reuse the payload as
+// soon as Append returns. gRPC returns the buffer to the pool once the
+// transport has written it, so large appends neither zero fresh memory nor
+// feed the garbage collector.
+func encodeBatchBuffer(pb *streamv1.Batch) (mem.Buffer, int, error) {
+	n := proto.Size(pb)
+	total := batchFieldSize(n)
+	pool := mem.DefaultBufferPool()
+	bp := pool.Get(total)
+	buf, err := appendBatchField((*bp)[:0], pb, n)
+	if err != nil {
+		pool.Put(bp)
+		return nil, 0, err
+	}
+	*bp = buf
+	return mem.NewBuffer(bp, pool), len(buf), nil
 }
 
 // encodeSessionField encodes the "session" field (number 1) of an
@@ -122,14 +145,14 @@ func (p *appendPipe) what() string { return fmt.Sprintf("append to stream %q", p
 
 // enqueue admits one append, waiting on ctx while the pipeline is full.
 func (p *appendPipe) enqueue(ctx context.Context, pb *streamv1.Batch, size int) *stream.AppendFuture {
-	field, err := encodeBatchField(pb)
+	if n := proto.Size(pb); n > maxMessageBytes-16 {
+		return stream.FailedAppend(fmt.Errorf("%w: %s: batch of %d bytes exceeds the plugin transport's %d", stream.ErrBatchTooLarge, p.what(), size, maxMessageBytes))
+	}
+	field, wire, err := encodeBatchBuffer(pb)
 	if err != nil {
 		return stream.FailedAppend(fmt.Errorf("%w: %s: encode batch: %v", stream.ErrInvalidArgument, p.what(), err))
 	}
-	if len(field) > maxMessageBytes {
-		return stream.FailedAppend(fmt.Errorf("%w: %s: batch of %d bytes exceeds the plugin transport's %d", stream.ErrBatchTooLarge, p.what(), size, maxMessageBytes))
-	}
-	pa := &pendingAppend{field: field, size: size, count: pb.GetCount()}
+	pa := &pendingAppend{field: field, wire: wire, size: size, count: pb.GetCount()}
 	p.mu.Lock()
 	for {
 		if p.err != nil {
@@ -203,14 +226,16 @@ func (p *appendPipe) send() {
 			return
 		}
 		n, size := 0, 0
-		for n < len(p.queue) && n < maxBatchesPerMessage && (n == 0 || size+len(p.queue[n].field) <= coalesceBytes) {
-			size += len(p.queue[n].field)
+		for n < len(p.queue) && n < maxBatchesPerMessage && (n == 0 || size+p.queue[n].wire <= coalesceBytes) {
+			size += p.queue[n].wire
 			n++
 		}
 		fields := make(mem.BufferSlice, 0, n+1)
 		fields = append(fields, mem.SliceBuffer(session))
 		for _, pa := range p.queue[:n] {
-			fields = append(fields, mem.SliceBuffer(pa.field))
+			// gRPC frees (and recycles) the buffer once written.
+			fields = append(fields, pa.field)
+			pa.field = nil
 		}
 		p.inflight = append(p.inflight, p.queue[:n]...)
 		rest := copy(p.queue, p.queue[n:])

@@ -17,8 +17,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +57,7 @@ type benchTarget struct {
 	submit func(p []byte) func() (int64, error)
 	trim   func(next int64) // optional: lets the target drop acked data
 	close  func()
+	peer   int // pid of the other process (bare server, driver), or 0
 }
 
 func BenchmarkAppend(b *testing.B) {
@@ -83,7 +86,9 @@ func BenchmarkAppend(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return streamTarget(b, st)
+			t := streamTarget(b, st)
+			t.peer = st.(*hostStore).c.Pid()
+			return t
 		}},
 	}
 	for _, tg := range targets {
@@ -164,6 +169,7 @@ func runAppends(b *testing.B, t benchTarget, size, depth int) {
 		}
 	}()
 	b.SetBytes(int64(size))
+	hostCPU0, peerCPU0 := selfCPU(), procCPU(t.peer)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		sem <- struct{}{}
@@ -173,11 +179,46 @@ func runAppends(b *testing.B, t benchTarget, size, depth int) {
 	close(q)
 	<-done
 	b.StopTimer()
+	// CPU per append, host and peer process: unlike MB/s, it does not
+	// depend on how busy the machine is.
+	b.ReportMetric(float64((selfCPU()-hostCPU0).Microseconds())/float64(b.N), "host-cpu-µs/op")
+	if t.peer != 0 {
+		b.ReportMetric(float64((procCPU(t.peer)-peerCPU0).Microseconds())/float64(b.N), "peer-cpu-µs/op")
+	}
 	slices.Sort(lat)
 	if len(lat) > 0 {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	}
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the user+system CPU time of process pid (Linux /proc), or 0.
+func procCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const ticks = 100 // USER_HZ
+	return time.Duration(ut+st) * time.Second / ticks
 }
 
 // The bare transport: a bidi stream whose messages are raw bytes, acked
@@ -341,6 +382,7 @@ func openBare(b *testing.B, withTLS bool) benchTarget {
 		}
 	}()
 	return benchTarget{
+		peer: cmd.Process.Pid,
 		submit: func(p []byte) func() (int64, error) {
 			ch := make(chan error, 1)
 			mu.Lock()

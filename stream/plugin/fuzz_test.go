@@ -161,11 +161,15 @@ func FuzzEncodeBatchField(f *testing.F) {
 		var buf []byte
 		buf = append(buf, encodeSessionField(session)...)
 		for i := 0; i < n; i++ {
-			field, err := encodeBatchField(batchToProto(&b, stream.Checksum(p)))
+			field, n, err := encodeBatchBuffer(batchToProto(&b, stream.Checksum(p)))
 			if err != nil {
 				t.Fatalf("encode: %v", err)
 			}
-			buf = append(buf, field...)
+			if n != field.Len() {
+				t.Fatalf("encoded length %d, buffer holds %d", n, field.Len())
+			}
+			buf = append(buf, field.ReadOnlyData()...)
+			field.Free()
 		}
 		var req streamv1.AppendRequest
 		if err := proto.Unmarshal(buf, &req); err != nil {
