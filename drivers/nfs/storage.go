@@ -270,23 +270,27 @@ func (s *Storage) sameFile(a, b string) bool {
 func (s *Storage) openKey(op, key string) (*os.File, error) {
 	path := filepath.Join(s.root, keyPath(key))
 	f, err := os.Open(path)
-	if isAbsent(err) {
-		if d, derr := os.Open(filepath.Dir(path)); derr == nil {
-			d.Close()
-			f, err = os.Open(path)
+	if !isAbsent(err) {
+		if err != nil {
+			return nil, s.unavailable(op, key, err)
 		}
-	}
-	switch {
-	case err == nil:
 		return f, nil
-	case isAbsent(err):
-		if _, serr := os.Stat(s.objects); serr != nil {
-			return nil, s.unavailable(op, key, fmt.Errorf("the store's objects directory: %w", serr))
-		}
-		return nil, fmt.Errorf("nfs %s %q in %s: %w", op, key, s.root, stream.ErrNotFound)
-	default:
-		return nil, s.unavailable(op, key, err)
 	}
+	d, derr := os.Open(filepath.Dir(path))
+	if derr == nil {
+		d.Close()
+		if f, err = os.Open(path); err == nil {
+			return f, nil
+		}
+		if !isAbsent(err) {
+			return nil, s.unavailable(op, key, err)
+		}
+	} else if _, serr := os.Stat(s.objects); serr != nil {
+		// The parent is absent too: fine if objects/ is there, but a
+		// missing objects/ means the root is gone.
+		return nil, s.unavailable(op, key, fmt.Errorf("the store's objects directory: %w", serr))
+	}
+	return nil, fmt.Errorf("nfs %s %q in %s: %w", op, key, s.root, stream.ErrNotFound)
 }
 
 // isAbsent: the file, or a directory on its path, does not exist.
