@@ -235,6 +235,9 @@ func (c Config) Validate() error {
 	if n > 1 {
 		return bad("credentials", "set at most one of account_key, connection_string and sas_token")
 	}
+	if n == 0 && strings.HasPrefix(c.AccountURL, "http://") {
+		return bad("account_url", "%q: DefaultAzureCredential (no account_key, connection_string or sas_token) needs an https:// endpoint", c.AccountURL)
+	}
 	if cr.AccountKey != "" {
 		if cr.AccountName == "" && accountFromURL(c.AccountURL) == "" {
 			return bad("credentials.account_name", "required with account_key (not derivable from account_url %q)", c.AccountURL)

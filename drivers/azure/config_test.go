@@ -21,8 +21,9 @@ func TestParseConfig(t *testing.T) {
 		{"connection string alone", "container: abc\ncredentials:\n  connection_string: \"AccountName=a;AccountKey=" + testKey + "\"\n", ""},
 		{"sas", "account_url: https://acct.blob.core.windows.net/\ncontainer: abc\ncredentials:\n  sas_token: \"?sv=2021&sig=x\"\n", ""},
 		{"durations", "account_url: https://a.blob.core.windows.net\ncontainer: abc\ntimeouts:\n  request: 2s\nretry:\n  max_attempts: 1\nengine:\n  linger: 5ms\n", ""},
-		{"url form", "azblob://strata/pre/fix?account_url=http://127.0.0.1:1/devstoreaccount1&linger=2ms&max_attempts=3", ""},
+		{"url form", "azblob://strata/pre/fix?account_url=https://127.0.0.1:1/devstoreaccount1&linger=2ms&max_attempts=3", ""},
 		{"no endpoint", "container: abc\n", "account_url"},
+		{"default credential over http", "account_url: http://127.0.0.1:10000/devstoreaccount1\ncontainer: abc\n", "needs an https"},
 		{"bad endpoint", "account_url: ftp://x\ncontainer: abc\n", "account_url"},
 		{"endpoint with query", "account_url: https://a.blob.core.windows.net/?sig=x\ncontainer: abc\n", "account_url"},
 		{"no container", "account_url: https://a.blob.core.windows.net\n", "container"},
@@ -62,7 +63,7 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	cfg, err := ParseConfig([]byte("azblob://strata/p?account_url=http://127.0.0.1:1/devstoreaccount1&request_timeout=3s"))
+	cfg, err := ParseConfig([]byte("azblob://strata/p?account_url=https://127.0.0.1:1/devstoreaccount1&request_timeout=3s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestAccountFromURL(t *testing.T) {
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("account_url: http://127.0.0.1:10000/devstoreaccount1\ncontainer: strata\n"))
 	f.Add([]byte(`{"account_url":"https://a.blob.core.windows.net","container":"abc","engine":{"linger":"1ms"}}`))
-	f.Add([]byte("azblob://strata/x?account_url=http://h/a&max_attempts=2"))
+	f.Add([]byte("azblob://strata/x?account_url=https://h/a&max_attempts=2"))
 	f.Add([]byte("credentials: {account_key: k, sas_token: s}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data)

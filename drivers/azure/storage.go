@@ -41,6 +41,7 @@ type Storage struct {
 	where     string // "azure container C at URL", for error messages
 	stats     *counters
 	transport *http.Transport
+	token     azcore.TokenCredential // DefaultAzureCredential, when used
 }
 
 var (
@@ -81,7 +82,7 @@ func NewStorage(ctx context.Context, cfg Config) (*Storage, error) {
 		Telemetry:        policy.TelemetryOptions{ApplicationID: "strata"},
 	}}
 	var err error
-	s.container, err = newContainerClient(cfg, opts)
+	s.container, s.token, err = newContainerClient(cfg, opts)
 	if err != nil {
 		s.transport.CloseIdleConnections()
 		return nil, err
@@ -94,8 +95,9 @@ func NewStorage(ctx context.Context, cfg Config) (*Storage, error) {
 	return s, nil
 }
 
-// newContainerClient picks the client constructor for the credentials.
-func newContainerClient(cfg Config, opts *container.ClientOptions) (*container.Client, error) {
+// newContainerClient picks the client constructor for the credentials. It
+// also returns the token credential when it uses DefaultAzureCredential.
+func newContainerClient(cfg Config, opts *container.ClientOptions) (*container.Client, azcore.TokenCredential, error) {
 	cr := cfg.Credentials
 	bad := func(field string, err error) error {
 		return fmt.Errorf("%w: azure config: %s: %v", stream.ErrInvalidArgument, field, err)
@@ -105,37 +107,40 @@ func newContainerClient(cfg Config, opts *container.ClientOptions) (*container.C
 	case cr.ConnectionString != "":
 		c, err := container.NewClientFromConnectionString(cr.ConnectionString, cfg.Container, opts)
 		if err != nil {
-			return nil, bad("credentials.connection_string", err)
+			return nil, nil, bad("credentials.connection_string", err)
 		}
-		return c, nil
+		return c, nil, nil
 	case cr.AccountKey != "":
 		key, err := azblob.NewSharedKeyCredential(cr.AccountName, cr.AccountKey)
 		if err != nil {
-			return nil, bad("credentials.account_key", err)
+			return nil, nil, bad("credentials.account_key", err)
 		}
 		c, err := container.NewClientWithSharedKeyCredential(containerURL, key, opts)
 		if err != nil {
-			return nil, bad("account_url", err)
+			return nil, nil, bad("account_url", err)
 		}
-		return c, nil
+		return c, nil, nil
 	case cr.SASToken != "":
 		c, err := container.NewClientWithNoCredential(containerURL+"?"+strings.TrimPrefix(cr.SASToken, "?"), opts)
 		if err != nil {
-			return nil, bad("credentials.sas_token", err)
+			return nil, nil, bad("credentials.sas_token", err)
 		}
-		return c, nil
+		return c, nil, nil
 	default:
 		tok, err := azidentity.NewDefaultAzureCredential(nil)
 		if err != nil {
-			return nil, bad("credentials", fmt.Errorf("no key, connection string or SAS, and DefaultAzureCredential failed: %v", err))
+			return nil, nil, bad("credentials", fmt.Errorf("no key, connection string or SAS, and DefaultAzureCredential failed: %v", err))
 		}
 		c, err := container.NewClient(containerURL, tok, opts)
 		if err != nil {
-			return nil, bad("account_url", err)
+			return nil, nil, bad("account_url", err)
 		}
-		return c, nil
+		return c, tok, nil
 	}
 }
+
+// storageScope is the Azure AD scope of Azure Storage.
+const storageScope = "https://storage.azure.com/.default"
 
 // probeKey is a blob name that is never written; reading its properties
 // proves the endpoint answers, the credentials work and the container
@@ -148,6 +153,12 @@ const probeKey = ".strata-open-probe"
 func (s *Storage) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeouts.Operation)
 	defer cancel()
+	if s.token != nil {
+		if _, err := s.token.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{storageScope}}); err != nil {
+			return fmt.Errorf("%w: %s: credentials: DefaultAzureCredential got no token (configure an Azure identity, "+
+				"or set credentials.account_key, connection_string or sas_token): %v", stream.ErrInvalidArgument, s.where, err)
+		}
+	}
 	_, err := s.container.NewBlobClient(s.cfg.Prefix+probeKey).GetProperties(ctx, nil)
 	var re *azcore.ResponseError
 	switch {
