@@ -62,67 +62,88 @@ func reportRates(b *testing.B, records, bytes int64, d time.Duration) {
 	b.ReportMetric(float64(bytes)/d.Seconds()/1e6, "MB/s")
 }
 
+// pipeline makes n calls of submit(i), keeping at most window of their
+// futures in flight, and waits for all of them with wait.
+func pipeline[F any](b *testing.B, n, window int, submit func(i int) F, wait func(F) error) {
+	b.Helper()
+	inflight := make([]F, 0, window)
+	for i := range n {
+		if len(inflight) == window {
+			if err := wait(inflight[0]); err != nil {
+				b.Fatal(err)
+			}
+			inflight = inflight[1:]
+		}
+		inflight = append(inflight, submit(i))
+	}
+	for _, f := range inflight {
+		if err := wait(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// rawAppends appends n fresh copies of tmpl (records offsets each) to st,
+// benchWindow deep.
+func rawAppends(b *testing.B, st stream.Stream, tmpl []byte, records, n int) {
+	ctx := context.Background()
+	pipeline(b, n, benchWindow,
+		func(int) *stream.AppendFuture {
+			return st.Append(ctx, stream.Batch{Count: uint32(records), Timestamp: 1, Payload: sharedlogtest.Clone(tmpl)})
+		},
+		func(f *stream.AppendFuture) error { _, err := f.Result(); return err })
+}
+
+// logAppends appends n batches batch(i) to l, window deep.
+func logAppends(b *testing.B, l *sharedlog.Log, n, window int, batch func(i int) []byte) {
+	ctx := context.Background()
+	pipeline(b, n, window,
+		func(i int) *sharedlog.AppendFuture { return l.AppendAsync(ctx, batch(i), sharedlog.AppendOptions{}) },
+		func(f *sharedlog.AppendFuture) error { _, err := f.Wait(ctx); return err })
+}
+
+// openRaw opens the raw stream of a benchmark on s, closed when b ends.
+func openRaw(b *testing.B, s stream.Store) stream.Stream {
+	st, err := s.Open(context.Background(), "raw/data", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// openLog opens the partition of a benchmark on s, closed when b ends.
+func openLog(b *testing.B, s stream.Store) *sharedlog.Log {
+	l, err := sharedlog.Open(context.Background(), s, "p", sharedlog.Options{Epoch: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
 // BenchmarkAppend compares raw stream appends with SharedLog appends of the
 // same Kafka batches (validation, offset stamping, producer state, index)
 // on the same driver, both pipelined benchWindow deep, each with a fresh
 // copy of the batch per append (as a broker has a fresh request buffer).
 func BenchmarkAppend(b *testing.B) {
-	ctx := context.Background()
 	for _, shape := range benchShapes {
 		tmpl := benchBatch(shape.records)
-		b.Run("raw/"+shape.name, func(b *testing.B) {
-			st, err := benchStore(b).Open(ctx, "raw/data", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
+		run := func(b *testing.B, appendN func(n int)) {
 			b.SetBytes(int64(len(tmpl)))
-			window := make([]*stream.AppendFuture, 0, benchWindow)
 			start := time.Now()
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if len(window) == benchWindow {
-					if _, err := window[0].Result(); err != nil {
-						b.Fatal(err)
-					}
-					window = window[1:]
-				}
-				window = append(window, st.Append(ctx, stream.Batch{Count: uint32(shape.records), Timestamp: 1, Payload: sharedlogtest.Clone(tmpl)}))
-			}
-			for _, f := range window {
-				if _, err := f.Result(); err != nil {
-					b.Fatal(err)
-				}
-			}
+			appendN(b.N)
 			b.StopTimer()
 			reportRates(b, int64(b.N*shape.records), int64(b.N*len(tmpl)), time.Since(start))
+		}
+		b.Run("raw/"+shape.name, func(b *testing.B) {
+			st := openRaw(b, benchStore(b))
+			run(b, func(n int) { rawAppends(b, st, tmpl, shape.records, n) })
 		})
 		b.Run("sharedlog/"+shape.name, func(b *testing.B) {
-			l, err := sharedlog.Open(ctx, benchStore(b), "p", sharedlog.Options{Epoch: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			b.SetBytes(int64(len(tmpl)))
-			window := make([]*sharedlog.AppendFuture, 0, benchWindow)
-			start := time.Now()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if len(window) == benchWindow {
-					if _, err := window[0].Wait(ctx); err != nil {
-						b.Fatal(err)
-					}
-					window = window[1:]
-				}
-				window = append(window, l.AppendAsync(ctx, sharedlogtest.Clone(tmpl), sharedlog.AppendOptions{}))
-			}
-			for _, f := range window {
-				if _, err := f.Wait(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			reportRates(b, int64(b.N*shape.records), int64(b.N*len(tmpl)), time.Since(start))
+			l := openLog(b, benchStore(b))
+			run(b, func(n int) { logAppends(b, l, n, benchWindow, func(int) []byte { return sharedlogtest.Clone(tmpl) }) })
 		})
 	}
 }
@@ -130,82 +151,67 @@ func BenchmarkAppend(b *testing.B) {
 // BenchmarkRead compares raw stream fetches with SharedLog reads (1 MiB per
 // fetch) over a prefilled 64 MiB log.
 func BenchmarkRead(b *testing.B) {
-	ctx := context.Background()
 	const fill = 64 << 20
 	for _, shape := range benchShapes {
 		tmpl := benchBatch(shape.records)
 		n := fill / len(tmpl)
-		b.Run("raw/"+shape.name, func(b *testing.B) {
-			st, err := benchStore(b).Open(ctx, "raw/data", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			for range n {
-				st.Append(ctx, stream.Batch{Count: uint32(shape.records), Timestamp: 1, Payload: sharedlogtest.Clone(tmpl)})
-			}
-			if _, err := stream.Append(ctx, st, stream.Batch{Count: 1, Payload: []byte("end")}); err != nil {
-				b.Fatal(err)
-			}
+		run := func(b *testing.B, read func(off int64) (next int64, bytes int64)) {
 			var bytes, recs int64
+			end := int64(n * shape.records)
 			off := int64(0)
 			start := time.Now()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if off >= int64(n*shape.records) {
+				if off >= end {
 					off = 0
 				}
-				bs, err := st.Fetch(ctx, off, int64(n*shape.records), 1<<20)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, x := range bs {
-					bytes += int64(len(x.Payload))
-					recs += int64(x.Count)
-				}
-				off = bs[len(bs)-1].EndOffset()
-			}
-			b.StopTimer()
-			reportRates(b, recs, bytes, time.Since(start))
-		})
-		b.Run("sharedlog/"+shape.name, func(b *testing.B) {
-			l, err := sharedlog.Open(ctx, benchStore(b), "p", sharedlog.Options{Epoch: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			futs := make([]*sharedlog.AppendFuture, n)
-			for i := range n {
-				futs[i] = l.AppendAsync(ctx, sharedlogtest.Clone(tmpl), sharedlog.AppendOptions{})
-			}
-			for _, f := range futs {
-				if _, err := f.Wait(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			var bytes, recs int64
-			off, hw := int64(0), l.HighWatermark()
-			start := time.Now()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if off >= hw {
-					off = 0
-				}
-				r, err := l.Read(ctx, off, sharedlog.ReadOptions{MaxBytes: 1 << 20})
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, x := range r.Batches {
-					bytes += int64(len(x))
-				}
-				next := nextOffset(r.Batches[len(r.Batches)-1])
+				next, nb := read(off)
+				bytes += nb
 				recs += next - off
 				off = next
 			}
 			b.StopTimer()
 			reportRates(b, recs, bytes, time.Since(start))
+		}
+		b.Run("raw/"+shape.name, func(b *testing.B) {
+			st := openRaw(b, benchStore(b))
+			rawAppends(b, st, tmpl, shape.records, n)
+			run(b, func(off int64) (int64, int64) { return rawFetch(b, st, off) })
+		})
+		b.Run("sharedlog/"+shape.name, func(b *testing.B) {
+			l := openLog(b, benchStore(b))
+			logAppends(b, l, n, benchWindow, func(int) []byte { return sharedlogtest.Clone(tmpl) })
+			run(b, func(off int64) (int64, int64) { return logRead(b, l, off) })
 		})
 	}
+}
+
+// rawFetch fetches up to 1 MiB of st from off and returns the offset after
+// it and the bytes read.
+func rawFetch(b *testing.B, st stream.Stream, off int64) (int64, int64) {
+	bs, err := st.Fetch(context.Background(), off, stream.NoEnd, 1<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, x := range bs {
+		n += int64(len(x.Payload))
+	}
+	return bs[len(bs)-1].EndOffset(), n
+}
+
+// logRead reads up to 1 MiB of l from off and returns the offset after it
+// and the bytes read.
+func logRead(b *testing.B, l *sharedlog.Log, off int64) (int64, int64) {
+	r, err := l.Read(context.Background(), off, sharedlog.ReadOptions{MaxBytes: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, x := range r.Batches {
+		n += int64(len(x))
+	}
+	return nextOffset(r.Batches[len(r.Batches)-1]), n
 }
 
 // BenchmarkRecovery measures a takeover: a new owner opening (higher
@@ -222,29 +228,14 @@ func BenchmarkRecovery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var window []*sharedlog.AppendFuture
-	push := func(batch []byte) {
-		if len(window) == 256 {
-			if _, err := window[0].Wait(ctx); err != nil {
-				b.Fatal(err)
-			}
-			window = window[1:]
-		}
-		window = append(window, old.AppendAsync(ctx, batch, sharedlog.AppendOptions{}))
-	}
 	tmpl := sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 1, ValueSize: 100, Idempotent: true})
-	for pid := range producers {
-		push(sharedlogtest.SetProducer(sharedlogtest.Clone(tmpl), int64(pid), 0, 0))
-	}
 	big := benchBatch(1024)
-	for range mib {
-		push(sharedlogtest.Clone(big))
-	}
-	for _, f := range window {
-		if _, err := f.Wait(ctx); err != nil {
-			b.Fatal(err)
+	logAppends(b, old, producers+mib, 256, func(i int) []byte {
+		if i < producers {
+			return sharedlogtest.SetProducer(sharedlogtest.Clone(tmpl), int64(i), 0, 0)
 		}
-	}
+		return sharedlogtest.Clone(big)
+	})
 	hw := old.HighWatermark()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

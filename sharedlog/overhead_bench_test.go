@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratastream/strata/sharedlog"
 	"github.com/stratastream/strata/sharedlog/sharedlogtest"
-	"github.com/stratastream/strata/stream"
 )
 
 // cpuTime is the process's user+system CPU time so far.
@@ -32,53 +30,16 @@ func BenchmarkOverhead(b *testing.B) {
 		b.Run(shape.name, func(b *testing.B) {
 			tmpl := benchBatch(shape.records)
 			open := benchBackend(b)
-			raw, err := open().Open(ctx, "raw/data", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer raw.Close()
-			l, err := sharedlog.Open(ctx, open(), "p", sharedlog.Options{Epoch: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
+			raw, l := openRaw(b, open()), openLog(b, open())
 			rawRound := func() {
-				var window []*stream.AppendFuture
-				for range perRound {
-					if len(window) == benchWindow {
-						if _, err := window[0].Result(); err != nil {
-							b.Fatal(err)
-						}
-						window = window[1:]
-					}
-					window = append(window, raw.Append(ctx, stream.Batch{Count: uint32(shape.records), Timestamp: 1, Payload: sharedlogtest.Clone(tmpl)}))
-				}
-				for _, f := range window {
-					if _, err := f.Result(); err != nil {
-						b.Fatal(err)
-					}
-				}
+				rawAppends(b, raw, tmpl, shape.records, perRound)
 				// Keep memory flat: drop what this round wrote.
 				if err := raw.Trim(ctx, raw.NextOffset()); err != nil {
 					b.Fatal(err)
 				}
 			}
 			logRound := func() {
-				var window []*sharedlog.AppendFuture
-				for range perRound {
-					if len(window) == benchWindow {
-						if _, err := window[0].Wait(ctx); err != nil {
-							b.Fatal(err)
-						}
-						window = window[1:]
-					}
-					window = append(window, l.AppendAsync(ctx, sharedlogtest.Clone(tmpl), sharedlog.AppendOptions{}))
-				}
-				for _, f := range window {
-					if _, err := f.Wait(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
+				logAppends(b, l, perRound, benchWindow, func(int) []byte { return sharedlogtest.Clone(tmpl) })
 				if _, err := l.DeleteRecords(ctx, -1); err != nil {
 					b.Fatal(err)
 				}
@@ -93,54 +54,24 @@ func BenchmarkOverhead(b *testing.B) {
 // driver and reports the median SharedLog/raw throughput ratio by wall and
 // CPU time (one round reads the whole 64 MiB).
 func BenchmarkReadOverhead(b *testing.B) {
-	ctx := context.Background()
 	const fill = 64 << 20
 	for _, shape := range benchShapes {
 		b.Run(shape.name, func(b *testing.B) {
 			tmpl := benchBatch(shape.records)
 			n := fill / len(tmpl)
 			open := benchBackend(b)
-			raw, err := open().Open(ctx, "raw/data", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer raw.Close()
-			l, err := sharedlog.Open(ctx, open(), "p", sharedlog.Options{Epoch: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			var rawFuts []*stream.AppendFuture
-			var logFuts []*sharedlog.AppendFuture
-			for range n {
-				rawFuts = append(rawFuts, raw.Append(ctx, stream.Batch{Count: uint32(shape.records), Timestamp: 1, Payload: sharedlogtest.Clone(tmpl)}))
-				logFuts = append(logFuts, l.AppendAsync(ctx, sharedlogtest.Clone(tmpl), sharedlog.AppendOptions{}))
-			}
-			for i := range n {
-				if _, err := rawFuts[i].Result(); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := logFuts[i].Wait(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			raw, l := openRaw(b, open()), openLog(b, open())
+			rawAppends(b, raw, tmpl, shape.records, n)
+			logAppends(b, l, n, benchWindow, func(int) []byte { return sharedlogtest.Clone(tmpl) })
 			end := l.HighWatermark()
 			rawRound := func() {
 				for off := int64(0); off < end; {
-					bs, err := raw.Fetch(ctx, off, end, 1<<20)
-					if err != nil {
-						b.Fatal(err)
-					}
-					off = bs[len(bs)-1].EndOffset()
+					off, _ = rawFetch(b, raw, off)
 				}
 			}
 			logRound := func() {
 				for off := int64(0); off < end; {
-					r, err := l.Read(ctx, off, sharedlog.ReadOptions{MaxBytes: 1 << 20})
-					if err != nil {
-						b.Fatal(err)
-					}
-					off = nextOffset(r.Batches[len(r.Batches)-1])
+					off, _ = logRead(b, l, off)
 				}
 			}
 			reportInterleaved(b, rawRound, logRound, float64(n*len(tmpl)), float64(n*shape.records))
