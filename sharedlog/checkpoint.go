@@ -1,6 +1,8 @@
 package sharedlog
 
 import (
+	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -249,4 +251,61 @@ func scanMeta(name string, batches []stream.Batch) (metaScan, error) {
 		}
 	}
 	return out, nil
+}
+
+// Checkpoint writes the partition state (producers, epochs, index) to the
+// metadata stream once every append made before the call is durable, so a
+// later owner replays only what follows. The background goroutine calls it
+// every CheckpointBytes or CheckpointInterval, and Close calls it.
+func (l *Log) Checkpoint(ctx context.Context) error {
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	l.mu.Lock()
+	if !l.dirty {
+		l.mu.Unlock()
+		return nil
+	}
+	l.prod.expire(l.opts.Now().Add(-l.opts.ProducerExpiry).UnixMilli(), l.start)
+	idx := *l.index
+	idx.entries = append([]indexEntry(nil), l.index.entries...)
+	snap := &snapshot{Next: l.next, Epochs: append(epochHistory(nil), l.epochs...), Index: idx, Producers: l.prod.clone()}
+	l.dirty, l.since = false, 0
+	l.mu.Unlock()
+	err := l.writeCheckpoint(ctx, snap)
+	if err != nil {
+		l.mu.Lock()
+		l.dirty = true
+		l.mu.Unlock()
+		return wrapErr(l.name, "checkpoint", err)
+	}
+	return nil
+}
+
+func (l *Log) writeCheckpoint(ctx context.Context, snap *snapshot) error {
+	if err := l.waitDurable(ctx, snap.Next); err != nil {
+		return err
+	}
+	var idb [8]byte
+	_, _ = rand.Read(idb[:])
+	partBytes := min(l.opts.MaxBatchBytes, 4<<20)
+	parts := splitCheckpoint(binary.BigEndian.Uint64(idb[:]), encodeSnapshot(snap), partBytes)
+	now := l.opts.Now().UnixMilli()
+	futs := make([]*stream.AppendFuture, len(parts))
+	for i, p := range parts {
+		futs[i] = l.meta.Append(ctx, stream.Batch{Count: 1, Timestamp: now, Payload: p})
+	}
+	first := int64(-1)
+	for i, f := range futs {
+		r, err := f.Wait(ctx)
+		if err != nil {
+			return fmt.Errorf("write checkpoint part %d of %d to %q: %w", i, len(parts), l.meta.Name(), err)
+		}
+		if i == 0 {
+			first = r.BaseOffset
+		}
+	}
+	if err := l.meta.Trim(ctx, first); err != nil {
+		return fmt.Errorf("trim %q to checkpoint at offset %d: %w", l.meta.Name(), first, err)
+	}
+	return nil
 }

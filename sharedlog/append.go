@@ -1,0 +1,252 @@
+package sharedlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// Origin says who appends a batch.
+type Origin int
+
+const (
+	// OriginClient is a Produce request: control batches are rejected.
+	OriginClient Origin = iota
+	// OriginCoordinator is a transaction coordinator writing markers
+	// (WriteTxnMarkers): control batches are accepted.
+	OriginCoordinator
+)
+
+// AppendOptions tune one append.
+type AppendOptions struct {
+	// Origin is OriginClient (the zero value) or OriginCoordinator.
+	Origin Origin
+}
+
+// AppendResult is what a Produce response reports for a partition.
+type AppendResult struct {
+	// BaseOffset is the offset the batch's first record got.
+	BaseOffset int64
+	// LastOffset is the offset of its last record.
+	LastOffset int64
+	// LogAppendTime is the append time stamped on the batch, or -1 when the
+	// log keeps CreateTime.
+	LogAppendTime int64
+	// LogStartOffset is the log start offset after the append.
+	LogStartOffset int64
+	// Duplicate: the batch repeated one of the producer's last five batches
+	// and was not appended again; the offsets are the original's.
+	Duplicate bool
+}
+
+// AppendFuture is the pending result of AppendAsync.
+type AppendFuture struct {
+	done chan struct{}
+	res  AppendResult
+	err  error
+}
+
+func newAppendFuture() *AppendFuture { return &AppendFuture{done: make(chan struct{})} }
+
+func (f *AppendFuture) complete(r AppendResult, err error) {
+	f.res, f.err = r, err
+	close(f.done)
+}
+
+func failedAppend(err error) *AppendFuture {
+	f := newAppendFuture()
+	f.complete(AppendResult{}, err)
+	return f
+}
+
+// Done is closed when the append has completed.
+func (f *AppendFuture) Done() <-chan struct{} { return f.done }
+
+// Wait blocks until the append completes (its batch is durable, or it
+// failed) or ctx ends; a ctx that ends first returns ctx.Err() and leaves the
+// append running.
+func (f *AppendFuture) Wait(ctx context.Context) (AppendResult, error) {
+	select {
+	case <-f.done:
+		return f.res, f.err
+	case <-ctx.Done():
+		return AppendResult{}, ctx.Err()
+	}
+}
+
+type pending struct {
+	fut  *stream.AppendFuture
+	base int64
+	last int64
+	ts   int64
+	f    *AppendFuture
+}
+
+// Append validates one record batch, assigns it offsets and returns once it
+// is durable (or a duplicate of a recent batch of its producer). See
+// AppendAsync.
+func (l *Log) Append(ctx context.Context, batch []byte, opts AppendOptions) (AppendResult, error) {
+	return l.AppendAsync(ctx, batch, opts).Wait(ctx)
+}
+
+// AppendAsync validates one record batch (exactly one v2 batch, as a
+// Produce request carries per partition), checks it against its producer's
+// state, assigns its offsets by rewriting its base offset and leader epoch
+// in place (the log owns batch from now on) and starts appending it. Appends
+// pipeline: offsets follow call order and many may be in flight; each future
+// completes when its batch is durable. Validation failures complete the
+// future at once with an *Error carrying the Kafka code and leave the log
+// unchanged. If an append fails in flight, it and every later one fail and
+// the log accepts no more appends: the owner closes it and opens it again
+// (which recovers the durable state).
+func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions) *AppendFuture {
+	fail := func(err error) *AppendFuture { return failedAppend(wrapErr(l.name, "append", err)) }
+	if len(batch) > l.opts.MaxBatchBytes {
+		return fail(errorf(kerr.MessageTooLarge, "record batch of %d bytes exceeds the limit of %d", len(batch), l.opts.MaxBatchBytes))
+	}
+	h, err := parseBatch(batch, !l.opts.TrustCompressedRecords)
+	if err != nil {
+		return fail(err)
+	}
+	if h.Control() && opts.Origin != OriginCoordinator {
+		return fail(errorf(kerr.InvalidRecord, "control batches are written by the transaction coordinator, not by producers"))
+	}
+	select {
+	case l.tokens <- struct{}{}:
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	l.mu.Lock()
+	if err := l.usable(); err != nil {
+		l.mu.Unlock()
+		<-l.tokens
+		return fail(err)
+	}
+	dup, err := l.prod.check(h)
+	if err != nil || dup != nil {
+		var d batchMeta
+		if dup != nil {
+			d = *dup
+		}
+		start := l.start
+		l.mu.Unlock()
+		<-l.tokens
+		if err != nil {
+			return fail(err)
+		}
+		return l.duplicate(d, start)
+	}
+	base := l.next
+	now := l.opts.Now().UnixMilli()
+	appendTime, ts := int64(-1), h.MaxTimestamp
+	if l.opts.LogAppendTime {
+		appendTime, ts = now, now
+	}
+	stampBatch(batch, base, l.opts.Epoch, appendTime)
+	h.LeaderEpoch = l.opts.Epoch
+	count := h.OffsetCount()
+	fut := l.data.Append(l.ctx, stream.Batch{Count: uint32(count), Timestamp: ts, Payload: batch})
+	l.applyBatch(h, batch, base, ts, now, fut)
+	l.next += count
+	l.since += int64(len(batch))
+	l.dirty = true
+	if l.since >= l.opts.CheckpointBytes {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	p := &pending{fut: fut, base: base, last: base + count - 1, ts: appendTime, f: newAppendFuture()}
+	l.queue <- p // never blocks: the token reserved a slot
+	l.mu.Unlock()
+	return p.f
+}
+
+// usable reports why the log takes no appends; the caller holds mu.
+func (l *Log) usable() error {
+	if l.closed {
+		return &Error{Code: kerr.NotLeaderForPartition.Code, Msg: "log is closed", Err: stream.ErrClosed}
+	}
+	return l.broken
+}
+
+// duplicate answers a retried batch with its original offsets once the
+// original is durable.
+func (l *Log) duplicate(d batchMeta, logStart int64) *AppendFuture {
+	f := newAppendFuture()
+	go func() {
+		if d.fut != nil {
+			if _, err := d.fut.Result(); err != nil {
+				f.complete(AppendResult{}, wrapErr(l.name, "append", err))
+				return
+			}
+		}
+		ts := int64(-1)
+		if l.opts.LogAppendTime {
+			ts = d.Timestamp
+		}
+		f.complete(AppendResult{BaseOffset: d.FirstOffset, LastOffset: d.LastOffset, LogAppendTime: ts, LogStartOffset: logStart, Duplicate: true}, nil)
+	}()
+	return f
+}
+
+// collect completes appends in order as the stream acknowledges them,
+// checking each got the offset it was stamped with.
+func (l *Log) collect() {
+	defer close(l.ackEnd)
+	for p := range l.queue {
+		r, err := p.fut.Result()
+		if err == nil && r.BaseOffset != p.base {
+			err = fmt.Errorf("%w: stream %q acknowledged the batch stamped with offset %d at offset %d (another writer?)", stream.ErrCorrupt, l.data.Name(), p.base, r.BaseOffset)
+		}
+		l.mu.Lock()
+		if err != nil {
+			err = wrapErr(l.name, "append", err)
+			if l.broken == nil {
+				l.broken = err
+				level := slog.LevelError
+				if errors.Is(err, stream.ErrFenced) {
+					level = slog.LevelInfo
+				}
+				l.opts.Logger.Log(l.ctx, level, "sharedlog: append failed; the log takes no more appends until reopened", "partition", l.name, "offset", p.base, "err", err)
+			}
+		} else if r.NextOffset > l.hw {
+			l.hw = r.NextOffset
+			close(l.hwCh)
+			l.hwCh = make(chan struct{})
+		}
+		start := l.start
+		l.mu.Unlock()
+		if err != nil {
+			p.f.complete(AppendResult{}, err)
+		} else {
+			p.f.complete(AppendResult{BaseOffset: p.base, LastOffset: p.last, LogAppendTime: p.ts, LogStartOffset: start}, nil)
+		}
+		<-l.tokens
+	}
+}
+
+// waitDurable waits until the high watermark reaches offset.
+func (l *Log) waitDurable(ctx context.Context, offset int64) error {
+	for {
+		l.mu.Lock()
+		hw, ch, broken := l.hw, l.hwCh, l.broken
+		l.mu.Unlock()
+		if hw >= offset {
+			return nil
+		}
+		if broken != nil {
+			return broken
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
