@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/bits"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -59,15 +60,61 @@ func appendBatchField(buf []byte, pb *streamv1.Batch, n int) ([]byte, error) {
 func encodeBatchBuffer(pb *streamv1.Batch) (mem.Buffer, int, error) {
 	n := proto.Size(pb)
 	total := batchFieldSize(n)
-	pool := mem.DefaultBufferPool()
-	bp := pool.Get(total)
+	bp := encodePool.Get(total)
 	buf, err := appendBatchField((*bp)[:0], pb, n)
 	if err != nil {
-		pool.Put(bp)
+		encodePool.Put(bp)
 		return nil, 0, err
 	}
 	*bp = buf
-	return mem.NewBuffer(bp, pool), len(buf), nil
+	return mem.NewBuffer(bp, encodePool), len(buf), nil
+}
+
+// encodePool recycles the host's append buffers. Unlike gRPC's default pool
+// it does not zero a buffer it hands out: encodeBatchBuffer overwrites every
+// byte it sends.
+var encodePool = newTieredPool()
+
+// tieredPool is a mem.BufferPool with one sync.Pool per power-of-two size
+// from 4 KiB up; smaller and larger buffers are plain allocations.
+type tieredPool struct {
+	tiers [17]sync.Pool // 4 KiB << i, up to 256 MiB
+}
+
+const minPoolShift = 12
+
+func newTieredPool() *tieredPool { return &tieredPool{} }
+
+// tier returns the index of the smallest tier holding n bytes, or -1.
+func (p *tieredPool) tier(n int) int {
+	if n <= 0 || n > 1<<(minPoolShift+len(p.tiers)-1) {
+		return -1
+	}
+	i := max(bits.Len(uint(n-1))-minPoolShift, 0)
+	return i
+}
+
+func (p *tieredPool) Get(n int) *[]byte {
+	i := p.tier(n)
+	if i < 0 {
+		b := make([]byte, n)
+		return &b
+	}
+	if bp, ok := p.tiers[i].Get().(*[]byte); ok {
+		*bp = (*bp)[:n]
+		return bp
+	}
+	b := make([]byte, n, 1<<(minPoolShift+i))
+	return &b
+}
+
+func (p *tieredPool) Put(bp *[]byte) {
+	c := cap(*bp)
+	i := p.tier(c)
+	if i < 0 || c != 1<<(minPoolShift+i) {
+		return // not one of ours
+	}
+	p.tiers[i].Put(bp)
 }
 
 // encodeSessionField encodes the "session" field (number 1) of an

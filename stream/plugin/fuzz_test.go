@@ -218,3 +218,25 @@ func FuzzDecodeAppendRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestTieredPool(t *testing.T) {
+	p := newTieredPool()
+	for _, n := range []int{1, 4095, 4096, 4097, 1 << 20, 1<<20 + 1, 256 << 20} {
+		bp := p.Get(n)
+		if len(*bp) != n || cap(*bp) < n {
+			t.Fatalf("Get(%d): len %d cap %d", n, len(*bp), cap(*bp))
+		}
+		p.Put(bp)
+		if bp2 := p.Get(n); len(*bp2) != n {
+			t.Fatalf("Get(%d) after Put: len %d", n, len(*bp2))
+		}
+	}
+	if bp := p.Get(256<<20 + 1); len(*bp) != 256<<20+1 {
+		t.Fatal("oversized Get")
+	}
+	foreign := make([]byte, 5000)
+	p.Put(&foreign) // not a tier size: dropped, not handed out
+	if bp := p.Get(5000); cap(*bp) != 8192 {
+		t.Fatalf("Get(5000) cap %d, want 8192", cap(*bp))
+	}
+}
