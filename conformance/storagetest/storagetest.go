@@ -44,6 +44,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentPutIfAbsent", testConcurrentPutIfAbsent},
 		{"ConcurrentDistinctPuts", testConcurrentDistinctPuts},
 		{"TwoHandles", testTwoHandles},
+		{"RequestStats", testRequestStats},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -472,5 +473,38 @@ func testTwoHandles(t *testing.T, h Harness, _ chunked.Storage) {
 	got, err := b.List(ctx, "two/", "", 0)
 	if err != nil || !slices.Equal(got, []string{"two/h"}) {
 		t.Fatalf("b.List(two/) = %q, %v; want [two/h]", got, err)
+	}
+}
+
+func testRequestStats(t *testing.T, h Harness, st chunked.Storage) {
+	// Optional: a Storage that counts its requests (chunked.StatsReporter)
+	// counts at least the calls made and the payload bytes moved.
+	sr, ok := st.(chunked.StatsReporter)
+	if !ok {
+		t.Skip("the Storage does not implement chunked.StatsReporter (optional)")
+	}
+	ctx := t.Context()
+	before := sr.RequestStats()
+	var written, read int64
+	for i, n := range []int{10, 1000, 70_000} {
+		key := fmt.Sprintf("stats/%d", i)
+		mustPutIfAbsent(t, st, key, payload(key, n))
+		written += int64(n)
+		read += int64(len(mustGet(t, st, key, 0, -1)))
+	}
+	if _, err := st.List(ctx, "stats/", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, []string{"stats/0"}); err != nil {
+		t.Fatal(err)
+	}
+	after := sr.RequestStats()
+	d := chunked.RequestStats{
+		Puts: after.Puts - before.Puts, Gets: after.Gets - before.Gets, Lists: after.Lists - before.Lists,
+		Deletes: after.Deletes - before.Deletes, BytesWritten: after.BytesWritten - before.BytesWritten,
+		BytesRead: after.BytesRead - before.BytesRead,
+	}
+	if d.Puts < 3 || d.Gets < 3 || d.Lists < 1 || d.Deletes < 1 || d.BytesWritten < written || d.BytesRead < read {
+		t.Fatalf("RequestStats moved by %+v after 3 puts (%d bytes), 3 gets (%d bytes), 1 list, 1 delete", d, written, read)
 	}
 }
