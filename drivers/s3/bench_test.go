@@ -17,19 +17,21 @@ import (
 // The benchmarks put the driver's append path next to a raw PutObject loop
 // of the same payload sizes, on the same MinIO, in the same run:
 //
-//	BenchmarkAppend/size=S/raw/conc=C              C goroutines, each a
-//	                                               loop of one PutObject
-//	BenchmarkAppend/size=S/streams=N/linger=L      N streams, each with a
-//	                                               window of appends in
-//	                                               flight, then read back
+//	BenchmarkAppend/size=S/raw/conc=C                  C goroutines, each a
+//	                                                   loop of one PutObject
+//	BenchmarkAppend/size=S/streams=N/window=W/linger=L N streams, each with
+//	                                                   up to W appends in
+//	                                                   flight, then read back
 //
-// C is N × the engine's in-flight chunk limit, the request concurrency the
-// append path may use. Every sub-benchmark reports MB/s (SetBytes), p50-ms
+// W is 1 (each stream waits for its ack before the next append: latency)
+// or deep, min(256 appends, 16 MiB) (throughput; latency then includes the
+// queue, by Little's law). C is N (next to window=1) and N × the engine's
+// in-flight chunk limit (the request concurrency the append path may use). Every sub-benchmark reports MB/s (SetBytes), p50-ms
 // and p99-ms of single appends (submit to ack) or PUTs, put/GiB and
 // req/GiB (all requests, retries included, per GiB of payload), list (LIST
 // requests during the appends: must be 0); the append runs add put/chunk
-// (PUTs per chunk object written, the opens' PUTs and fence chunks
-// included) and get/GiB-read (GETs
+// (PUTs during the appends per chunk object they wrote: hints and
+// checkpoint manifests are the rest) and get/GiB-read (GETs
 // per GiB fetched back by a fresh store). Results: docs/benchmarks.md.
 
 var benchSizes = []struct {
@@ -39,8 +41,8 @@ var benchSizes = []struct {
 
 var benchLingers = []time.Duration{0, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond}
 
-// Per-stream window of appends in flight: at most windowAppends appends and
-// windowBytes of payload.
+// The deep per-stream window of appends in flight: at most windowAppends
+// appends and windowBytes of payload.
 const (
 	windowAppends = 256
 	windowBytes   = 16 << 20
@@ -48,15 +50,19 @@ const (
 
 func BenchmarkAppend(b *testing.B) {
 	for _, size := range benchSizes {
+		deep := max(1, min(windowAppends, windowBytes/size.n))
 		for _, streams := range []int{1, 16} {
-			conc := streams * chunked.DefaultMaxInflightChunks
-			b.Run(fmt.Sprintf("size=%s/raw/conc=%d", size.name, conc), func(b *testing.B) {
-				benchRaw(b, size.n, conc)
-			})
-			for _, linger := range benchLingers {
-				b.Run(fmt.Sprintf("size=%s/streams=%d/linger=%v", size.name, streams, linger), func(b *testing.B) {
-					benchAppend(b, size.n, streams, linger)
+			for _, conc := range []int{streams, streams * chunked.DefaultMaxInflightChunks} {
+				b.Run(fmt.Sprintf("size=%s/raw/conc=%d", size.name, conc), func(b *testing.B) {
+					benchRaw(b, size.n, conc)
 				})
+			}
+			for _, window := range []int{1, deep} {
+				for _, linger := range benchLingers {
+					b.Run(fmt.Sprintf("size=%s/streams=%d/window=%d/linger=%v", size.name, streams, window, linger), func(b *testing.B) {
+						benchAppend(b, size.n, streams, window, linger)
+					})
+				}
 			}
 		}
 	}
@@ -94,9 +100,9 @@ func benchRaw(b *testing.B, size, conc int) {
 }
 
 // benchAppend: streams streams share b.N appends of size bytes, each
-// stream keeping a window of appends in flight; then a fresh store reads
+// stream keeping up to window appends in flight; then a fresh store reads
 // everything back.
-func benchAppend(b *testing.B, size, streams int, linger time.Duration) {
+func benchAppend(b *testing.B, size, streams, window int, linger time.Duration) {
 	cfg := minioConfig(b)
 	cfg.Engine.Linger = linger
 	st := newStorage(b, cfg)
@@ -106,7 +112,6 @@ func benchAppend(b *testing.B, size, streams int, linger time.Duration) {
 	}
 	defer store.Close()
 	ctx := context.Background()
-	opened := st.RequestStats()
 	ss := make([]stream.Stream, streams)
 	for i := range ss {
 		if ss[i], err = store.Open(ctx, fmt.Sprintf("bench/%d", i), stream.OpenOptions{Epoch: 1, CreateIfMissing: true}); err != nil {
@@ -114,8 +119,8 @@ func benchAppend(b *testing.B, size, streams int, linger time.Duration) {
 		}
 		defer ss[i].Close()
 	}
+	chunksBefore := countChunks(b, st)
 	payload := make([]byte, size)
-	window := max(1, min(windowAppends, windowBytes/size))
 	var lat latencies
 	before := st.RequestStats()
 	b.SetBytes(int64(size))
@@ -131,6 +136,9 @@ func benchAppend(b *testing.B, size, streams int, linger time.Duration) {
 				f  *stream.AppendFuture
 				t0 time.Time
 			}
+			// slots bounds the appends in flight: taken before Append,
+			// given back when the ack arrives.
+			slots := make(chan struct{}, window)
 			inflight := make(chan pending, window)
 			done := make(chan []time.Duration)
 			go func() {
@@ -140,11 +148,14 @@ func benchAppend(b *testing.B, size, streams int, linger time.Duration) {
 						b.Error(err)
 					}
 					ds = append(ds, time.Since(p.t0))
+					<-slots
 				}
 				done <- ds
 			}()
 			for range n {
-				inflight <- pending{s.Append(ctx, stream.Batch{Count: 1, Payload: payload}), time.Now()}
+				slots <- struct{}{}
+				t0 := time.Now()
+				inflight <- pending{s.Append(ctx, stream.Batch{Count: 1, Payload: payload}), t0}
 			}
 			close(inflight)
 			lat.add(<-done)
@@ -157,21 +168,26 @@ func benchAppend(b *testing.B, size, streams int, linger time.Duration) {
 	appended := int64(b.N) * int64(size)
 	reportRequests(b, before, after, appended)
 
-	// Chunk objects written, for PUTs per chunk (listed outside the window).
-	keys, err := st.List(ctx, "", "", 0)
+	if chunks := countChunks(b, st) - chunksBefore; chunks > 0 {
+		b.ReportMetric(float64(after.Puts-before.Puts)/float64(chunks), "put/chunk")
+	}
+	benchReadBack(b, cfg, streams, appended)
+}
+
+// countChunks counts the chunk objects in st (one LIST per 1000 keys,
+// made outside the measured window).
+func countChunks(b *testing.B, st *Storage) int {
+	keys, err := st.List(context.Background(), "", "", 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	chunks := 0
+	n := 0
 	for _, k := range keys {
 		if strings.Contains(k, "/c/") {
-			chunks++
+			n++
 		}
 	}
-	if chunks > 0 {
-		b.ReportMetric(float64(after.Puts-opened.Puts)/float64(chunks), "put/chunk")
-	}
-	benchReadBack(b, cfg, streams, appended)
+	return n
 }
 
 // benchReadBack fetches every stream from offset 0 with a fresh store and
