@@ -1,0 +1,121 @@
+package sharedlog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stratastream/strata/drivers/memory"
+	"github.com/stratastream/strata/sharedlog"
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
+	"github.com/stratastream/strata/stream"
+)
+
+// faultyStore wraps a store; while fail is set, appends to data streams
+// fail with ErrUnavailable, and while skew is set they report a base offset
+// one higher than the stream gave.
+type faultyStore struct {
+	stream.Store
+	fail, skew *atomic.Bool
+}
+
+func (s faultyStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
+	st, err := s.Store.Open(ctx, name, o)
+	if err != nil || !strings.HasSuffix(name, sharedlog.DataSuffix) {
+		return st, err
+	}
+	return faultyStream{st, s.fail, s.skew}, nil
+}
+
+type faultyStream struct {
+	stream.Stream
+	fail, skew *atomic.Bool
+}
+
+func (s faultyStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
+	if s.fail.Load() {
+		return stream.FailedAppend(fmt.Errorf("%w: injected fault on %q", stream.ErrUnavailable, s.Name()))
+	}
+	f := s.Stream.Append(ctx, b)
+	if !s.skew.Load() {
+		return f
+	}
+	out, complete := stream.NewAppendFuture()
+	go func() {
+		r, err := f.Result()
+		r.BaseOffset++
+		complete(r, err)
+	}()
+	return out
+}
+
+func idemBatch(seq int32) []byte {
+	return sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 2, Timestamp: 1_750_000_000_000, Idempotent: true, ProducerID: 77, BaseSequence: seq})
+}
+
+// TestAppendFailureStopsTheLogUntilReopen: a failed append fails the log
+// (KAFKA_STORAGE_ERROR) without moving the high watermark; reopening
+// rebuilds the producer state from durable data, so the producer's retry of
+// the failed batch is appended, not taken for a duplicate.
+func TestAppendFailureStopsTheLogUntilReopen(t *testing.T) {
+	ctx := context.Background()
+	var fail, skew atomic.Bool
+	ns := "failure-" + t.Name()
+	store := faultyStore{memory.New(memory.Config{Namespace: ns}), &fail, &skew}
+	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	_, err = l.Append(ctx, idemBatch(2), sharedlog.AppendOptions{})
+	if sharedlog.ErrorCode(err) != kerr.KafkaStorageError.Code || !errors.Is(err, stream.ErrUnavailable) {
+		t.Fatalf("append during a backend fault: %v, want KAFKA_STORAGE_ERROR wrapping ErrUnavailable", err)
+	}
+	fail.Store(false)
+	if _, err := l.Append(ctx, idemBatch(2), sharedlog.AppendOptions{}); err == nil {
+		t.Fatal("the log took an append after a failed one; it must wait for a reopen")
+	}
+	if l.HighWatermark() != 2 {
+		t.Fatalf("high watermark %d after the failure, want 2", l.HighWatermark())
+	}
+	_ = l.Close()
+	l2, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	r, err := l2.Append(ctx, idemBatch(2), sharedlog.AppendOptions{})
+	if err != nil || r.Duplicate || r.BaseOffset != 2 {
+		t.Fatalf("retry after reopen: %+v, %v; want a new append at offset 2", r, err)
+	}
+}
+
+// TestAckAtUnexpectedOffsetFailsTheLog: an ack at another offset than the
+// one stamped into the batch (another writer) fails the append and the log.
+func TestAckAtUnexpectedOffsetFailsTheLog(t *testing.T) {
+	ctx := context.Background()
+	var fail, skew atomic.Bool
+	store := faultyStore{memory.New(memory.Config{Namespace: "skew-" + t.Name()}), &fail, &skew}
+	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	skew.Store(true)
+	_, err = l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{})
+	if !errors.Is(err, stream.ErrCorrupt) || sharedlog.ErrorCode(err) != kerr.KafkaStorageError.Code {
+		t.Fatalf("append acked at another offset: %v, want KAFKA_STORAGE_ERROR wrapping ErrCorrupt", err)
+	}
+	skew.Store(false)
+	if _, err := l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{}); err == nil {
+		t.Fatal("the log took an append after an offset mismatch")
+	}
+}
