@@ -2,6 +2,7 @@ package sharedlog_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,7 +19,8 @@ import (
 func TestBackgroundWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := memory.New(memory.Config{Namespace: "background-" + t.Name()})
+		ns := fmt.Sprintf("background-%d", nsSeq.Add(1))
+		store := memory.New(memory.Config{Namespace: ns})
 		defer store.Close()
 		opts := sharedlog.Options{Epoch: 1, RetentionTime: time.Hour, RetentionCheckInterval: time.Minute, CheckpointInterval: 10 * time.Minute}
 		l, err := sharedlog.Open(ctx, store, "p", opts)
@@ -46,7 +48,7 @@ func TestBackgroundWork(t *testing.T) {
 		// (which fences l) replays nothing.
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
-		l2, err := sharedlog.Open(ctx, memory.New(memory.Config{Namespace: "background-" + t.Name()}), "p", sharedlog.Options{Epoch: 2})
+		l2, err := sharedlog.Open(ctx, memory.New(memory.Config{Namespace: ns}), "p", sharedlog.Options{Epoch: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,8 +65,7 @@ func idemBatch(seq int32) []byte {
 func TestAppendFailureStopsTheLogUntilReopen(t *testing.T) {
 	ctx := context.Background()
 	var fail, skew atomic.Bool
-	ns := "failure-" + t.Name()
-	store := faultyStore{memory.New(memory.Config{Namespace: ns}), &fail, &skew}
+	store := faultyStore{memory.New(memory.Config{Namespace: fmt.Sprintf("failure-%d", nsSeq.Add(1))}), &fail, &skew}
 	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +102,7 @@ func TestAppendFailureStopsTheLogUntilReopen(t *testing.T) {
 func TestAckAtUnexpectedOffsetFailsTheLog(t *testing.T) {
 	ctx := context.Background()
 	var fail, skew atomic.Bool
-	store := faultyStore{memory.New(memory.Config{Namespace: "skew-" + t.Name()}), &fail, &skew}
+	store := faultyStore{memory.New(memory.Config{Namespace: fmt.Sprintf("skew-%d", nsSeq.Add(1))}), &fail, &skew}
 	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1})
 	if err != nil {
 		t.Fatal(err)
