@@ -3,9 +3,11 @@ package nfs
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -63,13 +65,17 @@ type Config struct {
 // DefaultTempMaxAge is Config.TempMaxAge's default.
 const DefaultTempMaxAge = time.Hour
 
-// ParseConfig parses and validates a YAML or JSON config and applies the
-// defaults. Errors wrap stream.ErrInvalidArgument and name the bad field.
+// ParseConfig parses and validates a YAML or JSON config, or a file://
+// URL, and applies the defaults. Errors wrap stream.ErrInvalidArgument and
+// name the bad field.
+//
+// The URL form carries the root as its path and any other field as a query
+// parameter: file:///mnt/strata?linger=2ms&fsync=false&create_root=true.
 func ParseConfig(config []byte) (Config, error) {
 	var c Config
-	var doc map[string]yaml.Node
-	if err := yaml.Unmarshal(config, &doc); err != nil {
-		return c, fmt.Errorf("%w: nfs config: not YAML or JSON: %v", stream.ErrInvalidArgument, err)
+	doc, err := configFields(config)
+	if err != nil {
+		return c, err
 	}
 	fields := reflect.ValueOf(&c).Elem()
 	for name, node := range doc {
@@ -87,6 +93,34 @@ func ParseConfig(config []byte) (Config, error) {
 		return c, err
 	}
 	return c.withDefaults(), nil
+}
+
+// configFields splits a config into its fields, by YAML name.
+func configFields(config []byte) (map[string]yaml.Node, error) {
+	text := strings.TrimSpace(string(config))
+	if !strings.HasPrefix(text, "file://") {
+		var doc map[string]yaml.Node
+		if err := yaml.Unmarshal(config, &doc); err != nil {
+			return nil, fmt.Errorf("%w: nfs config: not YAML, JSON or a file:// URL: %v", stream.ErrInvalidArgument, err)
+		}
+		return doc, nil
+	}
+	u, err := url.Parse(text)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: nfs config URL: %v", stream.ErrInvalidArgument, err)
+	case u.Host != "" && u.Host != "localhost":
+		return nil, fmt.Errorf("%w: nfs config URL: root: %q has a host; want file:///absolute/path", stream.ErrInvalidArgument, text)
+	}
+	scalar := func(v string) yaml.Node { return yaml.Node{Kind: yaml.ScalarNode, Value: v} }
+	doc := map[string]yaml.Node{"root": scalar(u.Path)}
+	for k, vs := range u.Query() {
+		if k == "root" {
+			return nil, fmt.Errorf("%w: nfs config URL: root: give it as the URL's path, not a parameter", stream.ErrInvalidArgument)
+		}
+		doc[k] = scalar(vs[len(vs)-1])
+	}
+	return doc, nil
 }
 
 func (c Config) validate() error {

@@ -25,9 +25,19 @@ func TestParseConfig(t *testing.T) {
 	if c.Root != "/data" || !c.fsync() || c.TempMaxAge != 5*time.Minute || !c.CreateRoot {
 		t.Fatalf("parsed JSON %+v", c)
 	}
+	c, err = ParseConfig([]byte("file:///mnt/s%20x?linger=2ms&fsync=false&create_root=true&max_chunk_bytes=65536\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Root != "/mnt/s x" || c.Linger != 2*time.Millisecond || c.fsync() || !c.CreateRoot || c.MaxChunkBytes != 65536 {
+		t.Fatalf("parsed URL %+v", c)
+	}
 	o := c.engineOptions(nil)
-	if o.Driver != "nfs" || o.Volatile {
-		t.Fatalf("engine options %+v", o)
+	if o.Driver != "nfs" || !o.Volatile {
+		t.Fatalf("engine options with fsync off: %+v", o)
+	}
+	if c, _ := ParseConfig([]byte("root: /x")); c.engineOptions(nil).Volatile {
+		t.Fatal("engine options with fsync on (the default) claim a volatile store")
 	}
 }
 
@@ -45,6 +55,11 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"root: /x\nfsync: maybe", "fsync"},
 		{"root: /x\nrooot: /y", "rooot"},
 		{"[1, 2", ""},
+		{"file://host/x", "root"},
+		{"file:///x?root=/y", "root"},
+		{"file:///x?linger=soon", "linger"},
+		{"file:///x?lingr=1ms", "lingr"},
+		{"file://", "root"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig([]byte(c.config))
@@ -64,6 +79,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("root: /mnt/strata\nlinger: 2ms\n"))
 	f.Add([]byte(`{"root":"/x","fsync":false,"max_chunk_bytes":1}`))
 	f.Add([]byte("root: /a/../b\ntemp_max_age: 1h\n"))
+	f.Add([]byte("file:///mnt/x?fsync=false&linger=1ms"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig(data)
 		if err != nil {
