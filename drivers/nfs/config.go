@@ -15,8 +15,9 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// Config configures the nfs driver. It is parsed from YAML or JSON (JSON is
-// YAML); unknown fields are an error. Durations are strings such as "2ms".
+// Config configures the nfs driver. It is parsed from YAML, JSON or a
+// file:// URL (see ParseConfig); unknown fields are an error. Durations are
+// strings such as "2ms".
 //
 //	root: /mnt/strata        # required; an absolute directory
 //	create_root: false       # create root (and parents) if missing
