@@ -147,7 +147,7 @@ func (s *Storage) do(ctx context.Context, name, key string, op func(c *gohdfs.Cl
 	defer timer.Stop()
 	select {
 	case err := <-done:
-		if err != nil {
+		if errors.Is(err, stream.ErrUnavailable) {
 			s.stats.errors.Add(1)
 		}
 		return err
