@@ -15,12 +15,17 @@ import (
 	"github.com/stratastream/strata/stream/plugin"
 )
 
+// pluginDir holds the plugin binary built for this test run; TestMain
+// removes it.
+var pluginDir string
+
 // pluginBinary builds strata-driver-azure once per test binary run.
 var pluginBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "strata-driver-azure-")
 	if err != nil {
 		return "", err
 	}
+	pluginDir = dir
 	bin := filepath.Join(dir, "strata-driver-azure")
 	cmd := exec.Command("go", "build", "-o", bin, "./drivers/azure/cmd/strata-driver-azure")
 	cmd.Dir = testbed.RepoRoot()
@@ -29,6 +34,17 @@ var pluginBinary = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+// TestMain stops any driver process a failed test left and removes the
+// plugin binary.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	plugin.CleanupClients()
+	if pluginDir != "" {
+		os.RemoveAll(pluginDir)
+	}
+	os.Exit(code)
+}
 
 type buildError struct {
 	err error
