@@ -184,3 +184,38 @@ func TestBadKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSilentNameNode: a NameNode address that accepts connections but
+// never answers (a hung process, a wrong service) fails Open with
+// ErrUnavailable within the operation timeout, instead of hanging.
+func TestOpenSilentNameNode(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 64)
+	defer func() {
+		l.Close()
+		close(accepted)
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	cfg := Config{NameNodes: []string{l.Addr().String()}, User: "strata",
+		Timeouts: Timeouts{Connect: time.Second, Operation: time.Second}}
+	start := time.Now()
+	_, err = NewStorage(context.Background(), cfg)
+	if !errors.Is(err, stream.ErrUnavailable) {
+		t.Fatalf("NewStorage on a silent NameNode = %v, want ErrUnavailable", err)
+	}
+	t.Logf("silent NameNode, after %v: %v", time.Since(start), err)
+}
