@@ -231,17 +231,20 @@ func (l *Log) collect() {
 	}
 }
 
-// waitDurable waits until the high watermark reaches offset.
-func (l *Log) waitDurable(ctx context.Context, offset int64) error {
+// waitDurable waits until the high watermark reaches offset (or the log
+// fails); with untilClosed it also gives up when the log is closed.
+func (l *Log) waitDurable(ctx context.Context, offset int64, untilClosed bool) error {
 	for {
 		l.mu.Lock()
-		hw, ch, broken := l.hw, l.hwCh, l.broken
+		hw, ch, broken, closed := l.hw, l.hwCh, l.broken, l.closed
 		l.mu.Unlock()
-		if hw >= offset {
+		switch {
+		case hw >= offset:
 			return nil
-		}
-		if broken != nil {
+		case broken != nil:
 			return broken
+		case closed && untilClosed:
+			return &Error{Code: kerr.NotLeaderForPartition.Code, Partition: l.name, Msg: "log is closed", Err: stream.ErrClosed}
 		}
 		select {
 		case <-ch:
@@ -249,4 +252,12 @@ func (l *Log) waitDurable(ctx context.Context, offset int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// WaitHighWatermark blocks until the high watermark is at least offset, for
+// a Fetch that waits for data (MaxWaitMs, MinBytes): call it with the fetch
+// offset + 1 and a context that ends at the wait limit. It returns ctx.Err()
+// when ctx ends first, and an error when the log fails or is closed.
+func (l *Log) WaitHighWatermark(ctx context.Context, offset int64) error {
+	return l.waitDurable(ctx, offset, true)
 }

@@ -282,7 +282,7 @@ func (l *Log) Checkpoint(ctx context.Context) error {
 }
 
 func (l *Log) writeCheckpoint(ctx context.Context, snap *snapshot) error {
-	if err := l.waitDurable(ctx, snap.Next); err != nil {
+	if err := l.waitDurable(ctx, snap.Next, false); err != nil {
 		return err
 	}
 	var idb [8]byte

@@ -51,6 +51,16 @@ func (x *offsetIndex) scanStart(ts int64, logStart int64) int64 {
 	return max(x.entries[i-1].Offset, logStart)
 }
 
+// posOf returns the position of the last entry at or below offset: a lower
+// bound of offset's byte position.
+func (x *offsetIndex) posOf(offset int64) int64 {
+	i := sort.Search(len(x.entries), func(i int) bool { return x.entries[i].Offset > offset })
+	if i == 0 {
+		return 0
+	}
+	return x.entries[i-1].Pos
+}
+
 // sizeTrimPoint returns the largest indexed batch offset whose removal of
 // everything before it keeps at least keep bytes, or -1 when no entry
 // qualifies (Kafka's rule: retention.bytes is a floor of what is kept).

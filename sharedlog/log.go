@@ -1,9 +1,11 @@
 package sharedlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -303,6 +305,10 @@ func (l *Log) Close() error {
 	close(l.queue)
 	l.mu.Unlock()
 	<-l.ackEnd
+	l.mu.Lock()
+	close(l.hwCh) // wake WaitHighWatermark callers: the log is closed
+	l.hwCh = make(chan struct{})
+	l.mu.Unlock()
 	close(l.stop)
 	<-l.bgEnd
 	var errs []error
@@ -319,4 +325,44 @@ func (l *Log) Close() error {
 	l.abort()
 	errs = append(errs, l.data.Close(), l.meta.Close())
 	return wrapErr(l.name, "close", errors.Join(errs...))
+}
+
+// ProducerState is one producer id's state (DescribeProducers).
+type ProducerState struct {
+	// ProducerID is the producer id.
+	ProducerID int64
+	// ProducerEpoch is its current epoch.
+	ProducerEpoch int16
+	// LastSequence is the last sequence appended, -1 if none is kept.
+	LastSequence int32
+	// LastTimestamp is the max timestamp of its last batch, -1 if none.
+	LastTimestamp int64
+	// CurrentTxnStartOffset is the first offset of its open transaction,
+	// -1 if none is open.
+	CurrentTxnStartOffset int64
+}
+
+// Producers lists the producer state (DescribeProducers), by producer id.
+func (l *Log) Producers() []ProducerState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]ProducerState, 0, len(l.prod.m))
+	for id, e := range l.prod.m {
+		ps := ProducerState{ProducerID: id, ProducerEpoch: e.Epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: e.TxnFirstOffset}
+		if n := len(e.Batches); n > 0 {
+			ps.LastSequence, ps.LastTimestamp = e.Batches[n-1].LastSeq, e.Batches[n-1].Timestamp
+		}
+		out = append(out, ps)
+	}
+	slices.SortFunc(out, func(a, b ProducerState) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	return out
+}
+
+// Size is about how many bytes of record batches the partition holds
+// (DescribeLogDirs): exact unless the log start lies inside an index
+// interval, when it counts up to IndexIntervalBytes too many.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.index.endPos - l.index.posOf(l.start)
 }

@@ -91,3 +91,25 @@ func TestRunCase(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogue: case names are unique, documented, and grouped by family.
+func TestCatalogue(t *testing.T) {
+	seen := map[string]bool{}
+	last := ""
+	done := map[string]bool{}
+	for _, c := range sharedlogtest.Cases() {
+		if seen[c.FullName()] || c.Doc == "" {
+			t.Fatalf("case %q is duplicated or undocumented", c.FullName())
+		}
+		seen[c.FullName()] = true
+		if c.Family != last {
+			if done[c.Family] {
+				t.Fatalf("family %q is split", c.Family)
+			}
+			done[last], last = true, c.Family
+		}
+	}
+	if len(seen) < 60 {
+		t.Fatalf("%d cases", len(seen))
+	}
+}

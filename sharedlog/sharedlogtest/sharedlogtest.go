@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"testing"
 
 	"github.com/stratastream/strata/conformance"
@@ -54,12 +55,18 @@ func (c Case) Conformance() conformance.Case {
 	return conformance.Case{Suite: Suite, Family: c.Family, Name: c.Name, Doc: c.Doc}
 }
 
-// Cases returns every case of the suite in run order.
+var familyOrder = []string{FamilyBadInput, FamilyAppend, FamilyIdempotence, FamilyTransactions, FamilyOffsets, FamilyRetention, FamilyTakeover}
+
+// Cases returns every case of the suite in run order (family order, then
+// the order each family lists them).
 func Cases() []Case {
 	var out []Case
-	for _, f := range [][]Case{badInputCases(), appendCases(), idempotenceCases(), producerIDCases(), transactionCases(), offsetCases(), retentionCases(), takeoverCases(), checkpointCases()} {
+	for _, f := range [][]Case{badInputCases(), appendCases(), idempotenceCases(), producerIDCases(), transactionCases(), offsetCases(), retentionCases(), takeoverCases(), checkpointCases(), brokerCases()} {
 		out = append(out, f...)
 	}
+	slices.SortStableFunc(out, func(a, b Case) int {
+		return slices.Index(familyOrder, a.Family) - slices.Index(familyOrder, b.Family)
+	})
 	return out
 }
 
