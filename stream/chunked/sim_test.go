@@ -29,9 +29,9 @@ import (
 // append, trim (with GC), fetch, close and crash; read-only readers fetch.
 // After every step the guarantees of DESIGN.md section 2 are checked.
 //
-//	go test ./stream/chunked -run TestSimulation                     # default budget
-//	go test ./stream/chunked -run TestSimulation -sim.runs 100000    # longer
-//	go test ./stream/chunked -run TestSimulation -sim.seed 42 -v     # replay one seed
+//	go test ./stream/chunked -run 'TestSimulation$'                                # default budget
+//	go test ./stream/chunked -run 'TestSimulation$' -sim.runs 100000 -timeout 0    # longer
+//	go test ./stream/chunked -run 'TestSimulation$' -sim.seed 42 -v                # replay one seed
 //
 // STRATA_SIM_SEED and STRATA_SIM_RUNS do the same as the flags.
 var (
@@ -71,7 +71,7 @@ func TestSimulation(t *testing.T) {
 		res := runSchedule(t, seed, steps, len(seeds) == 1 && testing.Verbose())
 		total.add(res.stats)
 		if res.violation != "" {
-			t.Fatalf("simulation seed %d: VIOLATION at step %d: %s\nreplay: go test ./stream/chunked -run TestSimulation -sim.seed %d -v\nlast steps:\n%s",
+			t.Fatalf("simulation seed %d: VIOLATION at step %d: %s\nreplay: go test ./stream/chunked -run 'TestSimulation$' -sim.seed %d -v\nlast steps:\n%s",
 				seed, res.step, res.violation, seed, strings.Join(res.trace, "\n"))
 		}
 	}
