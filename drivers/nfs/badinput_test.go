@@ -268,11 +268,32 @@ func TestTornTempCleanup(t *testing.T) {
 			}
 		}
 	}
+	// A writer killed between link and unlink leaves its temp name linked
+	// to a published object: removing the temp name must not touch it.
+	if err := st.PutIfAbsent(t.Context(), "s/c/1", []byte("published")); !errors.Is(err, stream.ErrClosed) {
+		t.Fatalf("PutIfAbsent after Close: got %v, want ErrClosed", err)
+	}
+	st1, err := openStorage(t.Context(), configFor(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st1.PutIfAbsent(t.Context(), "s/c/1", []byte("published")); err != nil {
+		t.Fatal(err)
+	}
+	st1.Close()
+	linked := me + "-" + strconv.Itoa(dead.Process.Pid) + "-ff-2.tmp"
+	if err := os.Link(filepath.Join(root, keyPath("s/c/1")), filepath.Join(root, tmpDir, linked)); err != nil {
+		t.Fatal(err)
+	}
+	files[linked] = false
 	st2, err := openStorage(t.Context(), configFor(root))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st2.Close()
+	if got, err := st2.Get(t.Context(), "s/c/1", 0, -1); err != nil || string(got) != "published" {
+		t.Fatalf("published object after its temp name was cleaned: %q, %v", got, err)
+	}
 	left := dirNames(t, filepath.Join(root, tmpDir))
 	for name, keep := range files {
 		if slices.Contains(left, name) != keep {
@@ -280,7 +301,7 @@ func TestTornTempCleanup(t *testing.T) {
 		}
 	}
 	keys, err := st2.List(t.Context(), "", "", 0)
-	if err != nil || len(keys) != 0 {
-		t.Fatalf("temp files show in List: %q, %v", keys, err)
+	if err != nil || !slices.Equal(keys, []string{"s/c/1"}) {
+		t.Fatalf("List = %q, %v; want only s/c/1 (temp files never show)", keys, err)
 	}
 }
