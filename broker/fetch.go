@@ -70,6 +70,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBy
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			sp.RecordBatches = []byte{} // librdkafka rejects a null record set
 			code := b.fetchPartition(rt.Topic, rp, &sp, maxBytes-total, total == 0, iso)
 			if code != 0 {
 				sp.ErrorCode = code
