@@ -61,7 +61,7 @@ install() {
     || die "maven build of testbed/hdfs failed"
   touch "$build/complete"
   # Older builds go, unless a running instance uses one.
-  if ! pid_alive "$pidfile"; then
+  if ! alive; then
     find "$builds" -mindepth 1 -maxdepth 1 -type d ! -path "$build" -exec rm -rf {} +
   fi
 }
@@ -74,8 +74,14 @@ ready() {
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null
 }
 
+# alive: the recorded JVM runs (a killed one not yet reaped is a zombie:
+# kill -0 still succeeds on it, so look at its state too).
+alive() {
+  pid_alive "$pidfile" && [ "$(ps -o stat= -p "$(cat "$pidfile")" 2>/dev/null | cut -c1)" != Z ]
+}
+
 # running: the recorded process is alive and ready.
-running() { [ -f "$envfile" ] && pid_alive "$pidfile" && ready; }
+running() { [ -f "$envfile" ] && alive && ready; }
 
 # new_instance: a fresh, formatted instance on a free port.
 new_instance() {
@@ -90,7 +96,7 @@ new_instance() {
 start() {
   # shellcheck disable=SC1090
   . "$envfile"
-  if pid_alive "$pidfile"; then
+  if alive; then
     wait_until 120 ready || die "HDFS (pid $(cat "$pidfile")) is running but not ready; see $logfile"
     return 0
   fi
@@ -112,7 +118,7 @@ start() {
 # datanode CMD: ask the running main to stop-datanode, start-datanode,
 # enter-safemode or leave-safemode, and wait for its answer.
 datanode() {
-  pid_alive "$pidfile" || die "HDFS is not running"
+  alive || die "HDFS is not running"
   rm -f "$control/done"
   echo "$1" >"$control/command.tmp" && mv "$control/command.tmp" "$control/command"
   wait_until 120 test -f "$control/done" || die "HDFS did not answer $1 within 120s; see $logfile"
