@@ -19,7 +19,15 @@ const probeKey = ".strata-probe"
 // the answer into an error that names the setting to fix. 404 NoSuchKey
 // is the healthy answer: endpoint reachable, credentials accepted, bucket
 // present, s3:GetObject and s3:ListBucket granted.
+//
+// The probe's whole budget, retries included, is the smaller of
+// timeouts.operation and 3 × timeouts.connect (15s by default): a
+// reachable service answers it in milliseconds, and an open should not
+// hang on an endpoint that accepts connections but never answers.
 func (s *Storage) probe(ctx context.Context) error {
+	budget := min(s.cfg.Timeouts.Operation, 3*s.cfg.Timeouts.Connect)
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	okey := s.cfg.Prefix + probeKey
 	err := s.run(ctx, "GET (open probe)", probeKey, func(ctx context.Context) error {
 		s.stats.gets.Add(1)
@@ -51,7 +59,8 @@ func (s *Storage) probe(ctx context.Context) error {
 	case code == "AccessDenied" || httpStatus(err) == http.StatusForbidden:
 		return bad("credentials", "access denied (the driver needs s3:GetObject, s3:PutObject, s3:DeleteObject and s3:ListBucket)")
 	case httpStatus(err) == 0:
-		return fmt.Errorf("s3: open bucket %q: endpoint %s unreachable (check endpoint and timeouts.connect %v): %w", s.cfg.Bucket, where, s.cfg.Timeouts.Connect, err)
+		return fmt.Errorf("s3: open bucket %q: endpoint %s unreachable within %v (check endpoint; timeouts.connect %v, timeouts.request %v): %w",
+			s.cfg.Bucket, where, budget, s.cfg.Timeouts.Connect, s.cfg.Timeouts.Request, err)
 	}
 	return fmt.Errorf("s3: open bucket %q at %s: probe failed: %w", s.cfg.Bucket, where, err)
 }
