@@ -13,6 +13,8 @@ import (
 	krbconfig "github.com/jcmturner/gokrb5/v8/config"
 	"github.com/jcmturner/gokrb5/v8/credentials"
 	"github.com/jcmturner/gokrb5/v8/keytab"
+
+	"github.com/stratastream/strata/stream"
 )
 
 // clients is a small pool of HDFS clients. The client serialises the RPCs
@@ -68,27 +70,27 @@ func newClients(cfg Config) (*clients, error) {
 func kerberosClient(k *Kerberos) (*krbclient.Client, error) {
 	kcfg, err := krbconfig.Load(k.Krb5Conf)
 	if err != nil {
-		return nil, fmt.Errorf("hdfs: kerberos.krb5_conf %s: %w", k.Krb5Conf, err)
+		return nil, fmt.Errorf("%w: hdfs: kerberos.krb5_conf %s: %v", stream.ErrInvalidArgument, k.Krb5Conf, err)
 	}
 	if k.CCache != "" {
 		cc, err := credentials.LoadCCache(k.CCache)
 		if err != nil {
-			return nil, fmt.Errorf("hdfs: kerberos.ccache %s: %w", k.CCache, err)
+			return nil, fmt.Errorf("%w: hdfs: kerberos.ccache %s: %v", stream.ErrInvalidArgument, k.CCache, err)
 		}
 		c, err := krbclient.NewFromCCache(cc, kcfg, krbclient.DisablePAFXFAST(true))
 		if err != nil {
-			return nil, fmt.Errorf("hdfs: kerberos.ccache %s: %w", k.CCache, err)
+			return nil, fmt.Errorf("%w: hdfs: kerberos.ccache %s: %v", stream.ErrInvalidArgument, k.CCache, err)
 		}
 		return c, nil
 	}
 	kt, err := keytab.Load(k.Keytab)
 	if err != nil {
-		return nil, fmt.Errorf("hdfs: kerberos.keytab %s: %w", k.Keytab, err)
+		return nil, fmt.Errorf("%w: hdfs: kerberos.keytab %s: %v", stream.ErrInvalidArgument, k.Keytab, err)
 	}
 	user, realm, _ := strings.Cut(k.Principal, "@")
 	c := krbclient.NewWithKeytab(user, realm, kt, kcfg, krbclient.DisablePAFXFAST(true))
 	if err := c.Login(); err != nil {
-		return nil, fmt.Errorf("hdfs: kerberos login as %s: %w", k.Principal, err)
+		return nil, fmt.Errorf("%w: hdfs: kerberos login as %s: %v", stream.ErrUnavailable, k.Principal, err)
 	}
 	return c, nil
 }

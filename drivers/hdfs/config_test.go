@@ -2,6 +2,8 @@ package hdfs
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +95,31 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted config fails Validate: %v", err)
 		}
 	})
+}
+
+// TestKerberosSetupErrors: Kerberos settings are handed to the client's
+// Kerberos support; unreadable files fail NewStorage naming the field,
+// before any connection.
+func TestKerberosSetupErrors(t *testing.T) {
+	dir := t.TempDir()
+	krb5 := filepath.Join(dir, "krb5.conf")
+	if err := os.WriteFile(krb5, []byte("[libdefaults]\n default_realm = EXAMPLE.COM\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := Config{NameNodes: []string{"127.0.0.1:1"}}
+	for _, tc := range []struct {
+		k     Kerberos
+		field string
+	}{
+		{Kerberos{Principal: "a@EXAMPLE.COM", Keytab: filepath.Join(dir, "none.keytab"), NameNodeSPN: "nn/_HOST", Krb5Conf: filepath.Join(dir, "none.conf")}, "kerberos.krb5_conf"},
+		{Kerberos{Principal: "a@EXAMPLE.COM", Keytab: filepath.Join(dir, "none.keytab"), NameNodeSPN: "nn/_HOST", Krb5Conf: krb5}, "kerberos.keytab"},
+		{Kerberos{CCache: filepath.Join(dir, "none.ccache"), NameNodeSPN: "nn/_HOST", Krb5Conf: krb5}, "kerberos.ccache"},
+	} {
+		cfg := base
+		cfg.Kerberos = &tc.k
+		_, err := NewStorage(t.Context(), cfg)
+		if !errors.Is(err, stream.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("NewStorage with %+v = %v, want ErrInvalidArgument naming %s", tc.k, err, tc.field)
+		}
+	}
 }
