@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serveProc is a `strata serve` child process.
+type serveProc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+}
+
+func startServe(t *testing.T, bin string, args ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProc{cmd: cmd, stderr: &errb}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		b := make([]byte, 4096)
+		n, _ := stdout.Read(b)
+		line <- string(b[:n])
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l := <-line:
+		if !strings.Contains(l, "Kafka listener") {
+			t.Fatalf("strata serve did not start: %q\n%s", l, errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("strata serve did not start in 60s\n%s", errb.String())
+	}
+	return p
+}
+
+// TestServeFailoverKill9 kills a broker process with SIGKILL under a running
+// idempotent kgo producer, starts another on the same storage and port, and
+// checks that the producer resumes and every acked record is consumed
+// exactly once, in order per partition.
+func TestServeFailoverKill9(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildBinary(t, dir, "strata", ".")
+	data := filepath.Join(dir, "data")
+	addr := freePort(t)
+	p1 := startServe(t, bin, "--data", data, "--listen", addr)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordRetries(1<<30), kgo.RecordDeliveryTimeout(2*time.Minute),
+		kgo.RetryTimeout(2*time.Minute), kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "failover", 3, -1
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %v %+v", err, resp)
+	}
+
+	var mu sync.Mutex
+	acked := map[string]int32{} // value -> partition
+	var failed []error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v := fmt.Sprintf("rec-%07d", i)
+			cl.Produce(ctx, &kgo.Record{Topic: "failover", Key: []byte(fmt.Sprint(i % 7)), Value: []byte(v)}, func(r *kgo.Record, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed = append(failed, err)
+					return
+				}
+				acked[string(r.Value)] = r.Partition
+			})
+			if i%50 == 0 {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	}()
+	nAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	waitAcked := func(k int) {
+		deadline := time.Now().Add(2 * time.Minute)
+		for nAcked() < k {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d records acked, waiting for %d", nAcked(), k)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitAcked(3000)
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p1.cmd.Wait()
+	before := nAcked()
+	t.Logf("killed broker 1 (SIGKILL) with %d records acked", before)
+	time.Sleep(300 * time.Millisecond)
+	startServe(t, bin, "--data", data, "--listen", addr)
+	waitAcked(before + 3000)
+	close(stop)
+	wg.Wait()
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(failed) > 0 {
+		t.Fatalf("%d produces failed, first: %v", len(failed), failed[0])
+	}
+	total := len(acked)
+	mu.Unlock()
+	t.Logf("producer resumed: %d records acked in all (%d after the restart)", total, total-before)
+
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("failover"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[string]bool{}
+	last := map[int32]string{}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for len(seen) < total {
+		fs := cons.PollFetches(cctx)
+		if cctx.Err() != nil {
+			t.Fatalf("consumed %d distinct records of %d acked", len(seen), total)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			if seen[v] {
+				t.Fatalf("record %s consumed twice (duplicate append)", v)
+			}
+			seen[v] = true
+			if l, ok := last[r.Partition]; ok && v <= l {
+				t.Fatalf("partition %d: %s after %s", r.Partition, v, l)
+			}
+			last[r.Partition] = v
+			if p, ok := acked[v]; ok && p != r.Partition {
+				t.Fatalf("record %s acked on partition %d, consumed from %d", v, p, r.Partition)
+			}
+		})
+	}
+	for v := range acked {
+		if !seen[v] {
+			t.Fatalf("acked record %s lost", v)
+		}
+	}
+}
+
+// TestServeStartupErrors: bad configs stop startup with a clear error.
+func TestServeStartupErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	notExec := write("not-a-driver", "#!/bin/sh\nexit 1\n")
+	cases := []struct {
+		name, config string
+		code         int
+		want         string
+	}{
+		{"tls", "tls: {cert: x}\ndrivers: [{driver: memory}]\n", 2, "TLS listeners are not supported"},
+		{"sasl", "sasl: {mechanism: PLAIN}\ndrivers: [{driver: memory}]\n", 2, "SASL authentication is not supported"},
+		{"unknown field", "drivers: [{driver: memory}]\nbogus: 1\n", 2, "field bogus not found"},
+		{"no drivers", "cluster: x\n", 2, "at least one driver"},
+		{"unknown builtin", "drivers: [{driver: ceph}]\n", 2, `"ceph" is not a built-in driver`},
+		{"bad route", "drivers: [{driver: memory}]\ntopics: [{prefix: a, driver: nope}]\n", 2, `topics[0].driver: "nope"`},
+		{"bad sha256 length", "drivers: [{driver: memory, sha256: abc}]\n", 2, "want 64 hex digits"},
+		{"not durable", "drivers: [{driver: memory}]\n", 1, "is not durable"},
+		{"sha256 mismatch", "drivers: [{driver: memory, sha256: " + strings.Repeat("0", 64) + "}]\n", 1, "drivers[0] memory"},
+		{"binary not executable", "drivers: [{name: x, binary: " + notExec + "}]\n", 1, "not an executable file"},
+		{"nfs root missing", "drivers: [{driver: nfs, config: {root: " + filepath.Join(dir, "missing") + "}}]\n", 1, "drivers[0] nfs"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var o, e bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			code := runServe(ctx, []string{"--config", write(strings.ReplaceAll(c.name, " ", "_")+".yaml", c.config), "--listen", "127.0.0.1:0"}, &o, &e)
+			if code != c.code || !strings.Contains(e.String(), c.want) {
+				t.Fatalf("exit %d (want %d), stderr:\n%s\nwant it to contain %q", code, c.code, e.String(), c.want)
+			}
+		})
+	}
+}
+
+// TestServeConfigPluginDriverAndMetrics starts the broker with a config that
+// loads the memory driver as a built-in plugin binary (allowed non-durable),
+// produces through it and reads /metrics, /healthz and /readyz.
+func TestServeConfigPluginDriverAndMetrics(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "serve.yaml")
+	httpAddr := freePort(t)
+	if err := os.WriteFile(cfgPath, []byte("cluster: metrics-test\nhttp: "+httpAddr+"\ndrivers:\n  - name: mem\n    driver: memory\n    allow_non_durable: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var o, e syncBuffer
+	go func() { done <- runServe(ctx, []string{"--config", cfgPath, "--listen", addr}, &o, &e) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(o.String(), "Kafka listener") {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", e.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "m", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	cl.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, "metrics-test") {
+		t.Fatalf("/readyz: %d %q", code, body)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	code, body := get("/metrics")
+	for _, want := range []string{
+		`strata_broker_requests_total{api="Produce",error="NONE"} 1`,
+		`strata_broker_append_duration_seconds_count{driver="mem"} 1`,
+		`strata_broker_ready 1`,
+	} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	cancel()
+	if c := <-done; c != 0 {
+		t.Fatalf("serve exit %d:\n%s", c, e.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
