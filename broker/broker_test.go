@@ -95,6 +95,23 @@ func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, co
 	}
 }
 
+func deleteTopic(t testing.TB, cl *kgo.Client, name string) {
+	t.Helper()
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TopicNames = []string{name}
+	rt := kmsg.NewDeleteTopicsRequestTopic()
+	rt.Topic = &name
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30000
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatalf("DeleteTopics %s: %v", name, err)
+	}
+	if c := resp.Topics[0].ErrorCode; c != 0 {
+		t.Fatalf("DeleteTopics %s: %s", name, errorFor(c))
+	}
+}
+
 // record is what a test produced and expects back.
 type record struct {
 	partition int32
