@@ -159,7 +159,8 @@ type appendPipe struct {
 	h      *hostStream
 	ctx    context.Context
 	cancel context.CancelFunc
-	call   grpc.BidiStreamingClient[streamv1.AppendRequest, streamv1.AppendResponse]
+	// sessionField is the encoded session field every message starts with.
+	sessionField []byte
 
 	mu       sync.Mutex
 	queue    []*pendingAppend // admitted, not yet sent
@@ -167,7 +168,9 @@ type appendPipe struct {
 	bytes    int              // Size of queue and inflight
 	err      error            // set once the pipe is broken or closed
 	closing  bool             // Close: end the call once everything is acked
-	space    chan struct{}    // closed (and replaced) when room frees up
+	sending  bool             // a goroutine is in call.SendMsg
+	call     grpc.BidiStreamingClient[streamv1.AppendRequest, streamv1.AppendResponse]
+	space    chan struct{} // closed (and replaced) when room frees up
 
 	wake     chan struct{} // nudges the sender
 	done     chan struct{} // closed when every queued append has completed
@@ -182,6 +185,8 @@ func newAppendPipe(h *hostStream) *appendPipe {
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		lastNext: h.next.Load(),
+
+		sessionField: encodeSessionField(h.session),
 	}
 	p.ctx, p.cancel = context.WithCancel(h.c.ctx)
 	go p.send()
@@ -229,11 +234,7 @@ func (p *appendPipe) enqueue(ctx context.Context, pb *streamv1.Batch, size int) 
 	pa.complete = complete
 	p.queue = append(p.queue, pa)
 	p.bytes += size
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	p.sendInlineLocked()
 	return f
 }
 
@@ -245,17 +246,18 @@ func (p *appendPipe) send() {
 		p.finish(p.h.c.callErr(nil, p.what(), err))
 		return
 	}
+	p.mu.Lock()
 	p.call = call
+	p.mu.Unlock()
 	go p.receive()
-	session := encodeSessionField(p.h.session)
 	for {
 		p.mu.Lock()
-		for len(p.queue) == 0 {
+		for len(p.queue) == 0 || p.sending {
 			if p.err != nil {
 				p.mu.Unlock()
 				return
 			}
-			if p.closing {
+			if p.closing && len(p.queue) == 0 && !p.sending {
 				p.mu.Unlock()
 				_ = call.CloseSend()
 				return
@@ -272,27 +274,79 @@ func (p *appendPipe) send() {
 			p.mu.Unlock()
 			return
 		}
-		n, size := 0, 0
-		for n < len(p.queue) && n < maxBatchesPerMessage && (n == 0 || size+p.queue[n].wire <= coalesceBytes) {
-			size += p.queue[n].wire
-			n++
-		}
-		fields := make(mem.BufferSlice, 0, n+1)
-		fields = append(fields, mem.SliceBuffer(session))
-		for _, pa := range p.queue[:n] {
-			// gRPC frees (and recycles) the buffer once written.
-			fields = append(fields, pa.field)
-			pa.field = nil
-		}
-		p.inflight = append(p.inflight, p.queue[:n]...)
-		rest := copy(p.queue, p.queue[n:])
-		clear(p.queue[rest:])
-		p.queue = p.queue[:rest]
+		req := p.takeLocked()
 		p.mu.Unlock()
-		if err := call.SendMsg(&encodedAppendRequest{fields: fields}); err != nil {
+		if !p.sendMsg(req) {
 			return // the receiver reports why the call ended
 		}
 	}
+}
+
+// inlineSendBytes is the largest batch an appending goroutine sends itself
+// when the pipe is idle, saving the switch to the sender goroutine; gRPC
+// takes a message this small without waiting for the socket.
+const inlineSendBytes = 32 << 10
+
+// sendInlineLocked sends the one queued batch from the appending goroutine
+// when the pipe is idle (nothing queued before it, in flight or being sent),
+// else wakes the sender goroutine. mu is held; it returns with mu released.
+func (p *appendPipe) sendInlineLocked() {
+	if p.call == nil || p.sending || p.closing || p.err != nil || len(p.queue) != 1 || len(p.inflight) > 0 || p.queue[0].wire > inlineSendBytes {
+		p.mu.Unlock()
+		p.nudge()
+		return
+	}
+	req := p.takeLocked()
+	p.mu.Unlock()
+	p.sendMsg(req)
+	p.mu.Lock()
+	more := len(p.queue) > 0 || p.closing
+	p.mu.Unlock()
+	if more {
+		p.nudge()
+	}
+}
+
+// nudge wakes the sender goroutine.
+func (p *appendPipe) nudge() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeLocked moves the next group of queued batches (up to coalesceBytes
+// or maxBatchesPerMessage) to inflight and marks the pipe as sending. mu is
+// held.
+func (p *appendPipe) takeLocked() *encodedAppendRequest {
+	n, size := 0, 0
+	for n < len(p.queue) && n < maxBatchesPerMessage && (n == 0 || size+p.queue[n].wire <= coalesceBytes) {
+		size += p.queue[n].wire
+		n++
+	}
+	fields := make(mem.BufferSlice, 0, n+1)
+	fields = append(fields, mem.SliceBuffer(p.sessionField))
+	for _, pa := range p.queue[:n] {
+		// gRPC frees (and recycles) the buffer once written.
+		fields = append(fields, pa.field)
+		pa.field = nil
+	}
+	p.inflight = append(p.inflight, p.queue[:n]...)
+	rest := copy(p.queue, p.queue[n:])
+	clear(p.queue[rest:])
+	p.queue = p.queue[:rest]
+	p.sending = true
+	return &encodedAppendRequest{fields: fields}
+}
+
+// sendMsg sends one message taken by takeLocked and clears the sending
+// mark. It reports whether the send succeeded.
+func (p *appendPipe) sendMsg(req *encodedAppendRequest) bool {
+	err := p.call.SendMsg(req)
+	p.mu.Lock()
+	p.sending = false
+	p.mu.Unlock()
+	return err == nil
 }
 
 // receive matches acks to in-flight appends, in order.
@@ -393,9 +447,6 @@ func (p *appendPipe) close() {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	p.nudge()
 	<-p.done
 }
