@@ -162,9 +162,7 @@ func (b *Broker) deleteRecords(r *kmsg.DeleteRecordsRequest, resp *kmsg.DeleteRe
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			if p, code := b.catalog.partitionOf(rt.Topic, rp.Partition); code != 0 {
-				sp.ErrorCode = code
-			} else if l, code := p.current(); code != 0 {
+			if p, l, code := b.owned(rt.Topic, rp.Partition, -1); code != 0 {
 				sp.ErrorCode = code
 			} else if low, err := l.DeleteRecords(ctx, rp.Offset); err != nil {
 				sp.ErrorCode = sharedlog.ErrorCode(err)
@@ -188,11 +186,7 @@ func (b *Broker) listOffsets(r *kmsg.ListOffsetsRequest, resp *kmsg.ListOffsetsR
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
-			if p, code := b.catalog.partitionOf(rt.Topic, rp.Partition); code != 0 {
-				sp.ErrorCode = code
-			} else if l, code := p.current(); code != 0 {
-				sp.ErrorCode = code
-			} else if code := b.checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
+			if _, l, code := b.owned(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch); code != 0 {
 				sp.ErrorCode = code
 			} else if off, err := l.ListOffsets(ctx, rp.Timestamp, sharedlog.Isolation(r.IsolationLevel)); err != nil {
 				sp.ErrorCode = sharedlog.ErrorCode(err)
@@ -216,11 +210,7 @@ func (b *Broker) offsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest, resp 
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			if p, code := b.catalog.partitionOf(rt.Topic, rp.Partition); code != 0 {
-				sp.ErrorCode = code
-			} else if l, code := p.current(); code != 0 {
-				sp.ErrorCode = code
-			} else if code := b.checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
+			if _, l, code := b.owned(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch); code != 0 {
 				sp.ErrorCode = code
 			} else {
 				sp.LeaderEpoch, sp.EndOffset = l.OffsetForLeaderEpoch(rp.LeaderEpoch)

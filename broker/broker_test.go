@@ -112,6 +112,24 @@ func deleteTopic(t testing.TB, cl *kgo.Client, name string) {
 	}
 }
 
+// committedSum is the sum of a group's committed offsets (OffsetFetch).
+func committedSum(t testing.TB, cl *kgo.Client, group string) int64 {
+	t.Helper()
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Group = group
+	resp, err := of.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatalf("OffsetFetch %s: %v", group, err)
+	}
+	var total int64
+	for _, tt := range resp.Topics {
+		for _, p := range tt.Partitions {
+			total += p.Offset
+		}
+	}
+	return total
+}
+
 // record is what a test produced and expects back.
 type record struct {
 	partition int32

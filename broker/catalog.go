@@ -435,16 +435,26 @@ func (c *catalog) create(ctx context.Context, name string, n int32, cfg map[stri
 	return t, 0, ""
 }
 
-// remove deletes a topic: catalog record first, then its streams.
-func (c *catalog) remove(ctx context.Context, name string) (int16, string) {
+// adminTopic returns an existing topic for an admin change (adminMu held),
+// or the error code and message to answer with.
+func (c *catalog) adminTopic(name string) (*topic, int16, string) {
 	if c.b.fenced.Load() {
-		return kerr.NotController.Code, "this broker was fenced by a newer one"
+		return nil, kerr.NotController.Code, "this broker was fenced by a newer one"
 	}
-	c.adminMu.Lock()
-	defer c.adminMu.Unlock()
 	t := c.lookup(name)
 	if t == nil {
-		return kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s does not exist", name)
+		return nil, kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s does not exist", name)
+	}
+	return t, 0, ""
+}
+
+// remove deletes a topic: catalog record first, then its streams.
+func (c *catalog) remove(ctx context.Context, name string) (int16, string) {
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	t, code, msg := c.adminTopic(name)
+	if t == nil {
+		return code, msg
 	}
 	r := catalogRecord{Op: "delete", Name: name}
 	if err := c.appendRecord(ctx, r); err != nil {
@@ -466,14 +476,11 @@ func (c *catalog) remove(ctx context.Context, name string) (int16, string) {
 
 // grow raises a topic's partition count.
 func (c *catalog) grow(ctx context.Context, name string, n int32, validateOnly bool) (int16, string) {
-	if c.b.fenced.Load() {
-		return kerr.NotController.Code, "this broker was fenced by a newer one"
-	}
 	c.adminMu.Lock()
 	defer c.adminMu.Unlock()
-	t := c.lookup(name)
+	t, code, msg := c.adminTopic(name)
 	if t == nil {
-		return kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s does not exist", name)
+		return code, msg
 	}
 	have := c.numPartitions(t)
 	if n <= have || n > 100000 {

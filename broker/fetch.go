@@ -22,6 +22,23 @@ func (b *Broker) checkLeaderEpoch(e int32) int16 {
 	}
 }
 
+// owned returns a partition this broker serves and its log, checking the
+// client's current leader epoch (-1: unknown), or the error code to answer.
+func (b *Broker) owned(topicName string, partition, leaderEpoch int32) (*partition, *sharedlog.Log, int16) {
+	p, code := b.catalog.partitionOf(topicName, partition)
+	if code != 0 {
+		return nil, nil, code
+	}
+	l, code := p.current()
+	if code != 0 {
+		return nil, nil, code
+	}
+	if code := b.checkLeaderEpoch(leaderEpoch); code != 0 {
+		return nil, nil, code
+	}
+	return p, l, 0
+}
+
 // fetch answers a Fetch, long-polling until MinBytes are available or
 // MaxWaitMillis passed (KIP-74 byte limits).
 func (b *Broker) fetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
@@ -85,15 +102,8 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBy
 }
 
 func (b *Broker) fetchPartition(topicName string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, remaining int, first bool, iso sharedlog.Isolation) int16 {
-	p, code := b.catalog.partitionOf(topicName, rp.Partition)
+	p, l, code := b.owned(topicName, rp.Partition, rp.CurrentLeaderEpoch)
 	if code != 0 {
-		return code
-	}
-	l, code := p.current()
-	if code != 0 {
-		return code
-	}
-	if code := b.checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
 		return code
 	}
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset()

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestJavaClient runs the Apache Kafka Java client (kafka-clients 3.9.1
@@ -83,19 +81,7 @@ func TestJavaClient(t *testing.T) {
 		}
 	}
 	// The group committed the end of every partition.
-	of := kmsg.NewPtrOffsetFetchRequest()
-	of.Group = "java-group"
-	resp, err := of.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total int64
-	for _, tt := range resp.Topics {
-		for _, p := range tt.Partitions {
-			total += p.Offset
-		}
-	}
-	if total != n {
+	if total := committedSum(t, cl, "java-group"); total != n {
 		t.Fatalf("java-group committed offsets sum to %d, want %d", total, n)
 	}
 }

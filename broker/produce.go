@@ -40,12 +40,7 @@ func (b *Broker) produce(r *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) fun
 				rp.ErrorMessage = errString("transactions are not supported by this broker")
 				continue
 			}
-			p, code := b.catalog.partitionOf(rt.Topic, rpp.Partition)
-			if code != 0 {
-				rp.ErrorCode = code
-				continue
-			}
-			l, code := p.current()
+			p, l, code := b.owned(rt.Topic, rpp.Partition, -1)
 			if code != 0 {
 				rp.ErrorCode = code
 				continue
