@@ -1,0 +1,218 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestAcks produces with acks=0, acks=1 and acks=all (non-idempotent for
+// 0 and 1, as Kafka requires) and reads every record back.
+func TestAcks(t *testing.T) {
+	st := nfsStore(t, "")
+	_, addr := startBroker(t, st, nil)
+	admin := newClient(t, addr)
+	for _, tc := range []struct {
+		name string
+		acks kgo.Acks
+	}{{"acks0", kgo.NoAck()}, {"acks1", kgo.LeaderAck()}, {"acksall", kgo.AllISRAcks()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			createTopic(t, admin, tc.name, 2, nil)
+			opts := []kgo.Opt{kgo.RequiredAcks(tc.acks)}
+			if tc.name != "acksall" {
+				opts = append(opts, kgo.DisableIdempotentWrite())
+			}
+			cl := newClient(t, addr, opts...)
+			acked := produceN(t, cl, tc.name, 300, 20)
+			if tc.name == "acks0" {
+				// acks=0 reports no offsets: compare the values only.
+				got := consumeAll(t, addr, tc.name, 300)
+				seen := map[string]bool{}
+				for _, r := range got {
+					seen[string(r.val)] = true
+				}
+				for _, r := range acked {
+					if !seen[string(r.val)] {
+						t.Fatalf("acks=0 record %q not consumed", r.val[:9])
+					}
+				}
+				return
+			}
+			checkConsumed(t, acked, consumeAll(t, addr, tc.name, 300))
+		})
+	}
+}
+
+// TestAdminAPIs covers ListOffsets (earliest, latest, by time),
+// DeleteRecords, CreatePartitions, DescribeConfigs, OffsetForLeaderEpoch,
+// DeleteTopics, ListGroups and DescribeGroups.
+func TestAdminAPIs(t *testing.T) {
+	st := nfsStore(t, "")
+	b, addr := startBroker(t, st, nil)
+	cl := newClient(t, addr)
+	ctx := context.Background()
+	var listOffsetWith func(*kgo.Client, int64) (int64, int32)
+	createTopic(t, cl, "adm", 1, map[string]string{"retention.bytes": "1048576"})
+
+	// Bad creates.
+	req := kmsg.NewPtrCreateTopicsRequest()
+	for _, bad := range []struct {
+		name string
+		cfg  string
+	}{{"adm", ""}, {"bad/name", ""}, {"cfg", "cleanup.policy"}} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = bad.name, 1, -1
+		if bad.cfg != "" {
+			v := "compact"
+			rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: bad.cfg, Value: &v}}
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	cr, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int16{kerr.TopicAlreadyExists.Code, kerr.InvalidTopicException.Code, kerr.InvalidConfig.Code} {
+		if cr.Topics[i].ErrorCode != want {
+			t.Fatalf("CreateTopics %s: %s, want %s", cr.Topics[i].Topic, errorFor(cr.Topics[i].ErrorCode), errorFor(want))
+		}
+	}
+
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for i := 0; i < 10; i++ {
+		r := &kgo.Record{Topic: "adm", Value: []byte{byte(i)}, Timestamp: base.Add(time.Duration(i) * time.Minute)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listOffset := func(ts int64) (int64, int32) {
+		return listOffsetWith(cl, ts)
+	}
+	listOffsetWith = func(cl *kgo.Client, ts int64) (int64, int32) {
+		t.Helper()
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "adm"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		lo.Topics = append(lo.Topics, rt)
+		resp, err := lo.RequestWith(ctx, cl)
+		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("ListOffsets %d: %v %+v", ts, err, resp)
+		}
+		p := resp.Topics[0].Partitions[0]
+		return p.Offset, p.LeaderEpoch
+	}
+	if o, _ := listOffset(-2); o != 0 {
+		t.Fatalf("earliest %d", o)
+	}
+	if o, e := listOffset(-1); o != 10 || e != b.Epoch() {
+		t.Fatalf("latest %d epoch %d", o, e)
+	}
+	if o, _ := listOffset(base.Add(4*time.Minute + time.Second).UnixMilli()); o != 5 {
+		t.Fatalf("by timestamp: %d, want 5", o)
+	}
+
+	dr := kmsg.NewPtrDeleteRecordsRequest()
+	drt := kmsg.NewDeleteRecordsRequestTopic()
+	drt.Topic = "adm"
+	drt.Partitions = []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 3}}
+	dr.Topics = append(dr.Topics, drt)
+	drr, err := dr.RequestWith(ctx, cl)
+	if err != nil || drr.Topics[0].Partitions[0].ErrorCode != 0 || drr.Topics[0].Partitions[0].LowWatermark != 3 {
+		t.Fatalf("DeleteRecords: %v %+v", err, drr)
+	}
+	if o, _ := listOffset(-2); o != 3 {
+		t.Fatalf("earliest after DeleteRecords %d, want 3", o)
+	}
+
+	oe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	oe.ReplicaID = -1
+	oet := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	oet.Topic = "adm"
+	oet.Partitions = []kmsg.OffsetForLeaderEpochRequestTopicPartition{{Partition: 0, CurrentLeaderEpoch: b.Epoch(), LeaderEpoch: b.Epoch()}}
+	oe.Topics = append(oe.Topics, oet)
+	oer, err := oe.RequestWith(ctx, cl)
+	if err != nil || oer.Topics[0].Partitions[0].ErrorCode != 0 || oer.Topics[0].Partitions[0].EndOffset != 10 {
+		t.Fatalf("OffsetForLeaderEpoch: %v %+v", err, oer)
+	}
+	oe.Topics[0].Partitions[0].CurrentLeaderEpoch = b.Epoch() - 1
+	if oer, err = oe.RequestWith(ctx, cl); err != nil || oer.Topics[0].Partitions[0].ErrorCode != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("OffsetForLeaderEpoch with an old epoch: %v %+v", err, oer)
+	}
+
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.TimeoutMillis = 30000
+	cp.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: "adm", Count: 3}}
+	cpr, err := cp.RequestWith(ctx, cl)
+	if err != nil || cpr.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreatePartitions: %v %+v", err, cpr)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	name := "adm"
+	mt.Topic = &name
+	md.Topics = append(md.Topics, mt)
+	mdr, err := md.RequestWith(ctx, cl)
+	if err != nil || len(mdr.Topics) != 1 || len(mdr.Topics[0].Partitions) != 3 {
+		t.Fatalf("Metadata after CreatePartitions: %v %+v", err, mdr)
+	}
+
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "adm"
+	dc.Resources = append(dc.Resources, res)
+	dcr, err := dc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range dcr.Resources[0].Configs {
+		if c.Name == "retention.bytes" {
+			found = *c.Value == "1048576" && !c.IsDefault
+		}
+	}
+	if !found {
+		t.Fatalf("DescribeConfigs lacks retention.bytes=1048576: %+v", dcr.Resources[0].Configs)
+	}
+
+	// A simple (no member) commit makes a group ListGroups and
+	// DescribeGroups report.
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "simple", -1
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "adm", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
+	ocr, err := oc.RequestWith(ctx, cl)
+	if err != nil || ocr.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("OffsetCommit: %v %+v", err, ocr)
+	}
+	lg, err := kmsg.NewPtrListGroupsRequest().RequestWith(ctx, cl)
+	if err != nil || len(lg.Groups) != 1 || lg.Groups[0].Group != "simple" {
+		t.Fatalf("ListGroups: %v %+v", err, lg)
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"simple", "nope"}
+	dgr, err := dg.RequestWith(ctx, cl)
+	if err != nil || dgr.Groups[0].State != "Empty" || dgr.Groups[1].State != "Dead" {
+		t.Fatalf("DescribeGroups: %v %+v", err, dgr)
+	}
+
+	deleteTopic(t, cl, "adm")
+	if sum := committedSum(t, cl, "simple"); sum != 0 {
+		t.Fatalf("committed offsets of a deleted topic remain: %d", sum)
+	}
+	mdr, err = md.RequestWith(ctx, cl)
+	if err != nil || mdr.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("Metadata after DeleteTopics: %v %+v", err, mdr)
+	}
+	// Recreating the name starts empty (a new client: kgo caches metadata).
+	createTopic(t, cl, "adm", 1, nil)
+	if o, _ := listOffsetWith(newClient(t, addr), -1); o != 0 {
+		t.Fatalf("recreated topic has latest offset %d", o)
+	}
+}
