@@ -216,3 +216,31 @@ func TestAdminAPIs(t *testing.T) {
 		t.Fatalf("recreated topic has latest offset %d", o)
 	}
 }
+
+// TestOffsetsCompaction commits more than compactAfter times: the offsets
+// stream is rewritten as a snapshot and trimmed, and a broker that takes
+// over reads the same offsets.
+func TestOffsetsCompaction(t *testing.T) {
+	dir := t.TempDir()
+	b, addr := startBroker(t, nfsStore(t, dir), nil)
+	cl := newClient(t, addr)
+	ctx := context.Background()
+	createTopic(t, cl, "cmp", 4, nil)
+	for i := 0; i < compactAfter+50; i++ {
+		oc := kmsg.NewPtrOffsetCommitRequest()
+		oc.Group, oc.Generation = []string{"ga", "gb"}[i%2], -1
+		oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "cmp", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: int32(i % 4), Offset: int64(i), LeaderEpoch: -1}}}}
+		if r, err := oc.RequestWith(ctx, cl); err != nil || r.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if start := b.offsets.s.StartOffset(); start < compactAfter {
+		t.Fatalf("offsets stream starts at %d after %d commits: not compacted", start, compactAfter+50)
+	}
+	wantA, wantB := committedSum(t, cl, "ga"), committedSum(t, cl, "gb")
+	_, addr2 := startBroker(t, nfsStore(t, dir), nil)
+	cl2 := newClient(t, addr2)
+	if a, bb := committedSum(t, cl2, "ga"), committedSum(t, cl2, "gb"); a != wantA || bb != wantB {
+		t.Fatalf("after takeover: ga %d gb %d, want %d %d", a, bb, wantA, wantB)
+	}
+}

@@ -32,6 +32,11 @@ type offsetStore struct {
 	b *Broker
 	s stream.Stream
 
+	// commitMu serializes appends and compactions; batches counts the
+	// batches since the last snapshot.
+	commitMu sync.Mutex
+	batches  int
+
 	mu     sync.RWMutex
 	groups map[string]map[tp]committed
 }
@@ -49,13 +54,68 @@ func openOffsetStore(ctx context.Context, b *Broker) (*offsetStore, error) {
 			return fmt.Errorf("decoding committed offsets: %v: %w", err, stream.ErrCorrupt)
 		}
 		o.apply(cs)
+		o.batches++
 		return nil
 	})
 	if err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("broker: reading the group offsets %s on %s: %w", name, b.cfg.Driver, err)
 	}
+	if o.batches > compactAfter {
+		o.commitMu.Lock()
+		err := o.compactLocked(ctx)
+		o.commitMu.Unlock()
+		if err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
 	return o, nil
+}
+
+// compactAfter is how many commit batches the offsets stream holds before
+// it is rewritten as a snapshot of the current offsets and trimmed.
+const compactAfter = 1000
+
+// snapshotChunk is the most offsets written in one snapshot batch.
+const snapshotChunk = 4096
+
+// compactLocked appends the current offsets as a snapshot and trims the
+// stream to it, so a new owner replays only the snapshot and what follows.
+// Replaying a snapshot over older records gives the same state, so a crash
+// half way is harmless. commitMu is held.
+func (o *offsetStore) compactLocked(ctx context.Context) error {
+	var state []committed
+	o.mu.RLock()
+	for _, g := range o.groups {
+		for _, c := range g {
+			state = append(state, c)
+		}
+	}
+	o.mu.RUnlock()
+	first, chunks := o.s.NextOffset(), 0
+	for i := 0; i < len(state); i += snapshotChunk {
+		payload, err := json.Marshal(state[i:min(i+snapshotChunk, len(state))])
+		if err != nil {
+			return err
+		}
+		res, err := stream.Append(ctx, o.s, stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload})
+		if err != nil {
+			o.b.checkFenced(err, "offsets snapshot")
+			return fmt.Errorf("broker: writing the offsets snapshot to %s: %w", o.s.Name(), err)
+		}
+		if chunks == 0 {
+			first = res.BaseOffset
+		}
+		chunks++
+	}
+	if err := o.s.Trim(ctx, first); err != nil {
+		o.b.checkFenced(err, "offsets trim")
+		return fmt.Errorf("broker: trimming %s to the offsets snapshot at %d: %w", o.s.Name(), first, err)
+	}
+	o.b.log.Info("group offsets compacted", "stream", o.s.Name(), "offsets", len(state), "start", first)
+	o.batches = chunks
+	return nil
 }
 
 func (o *offsetStore) apply(cs []committed) {
@@ -84,11 +144,19 @@ func (o *offsetStore) commit(ctx context.Context, cs []committed) error {
 	if err != nil {
 		return err
 	}
+	o.commitMu.Lock()
+	defer o.commitMu.Unlock()
 	if _, err := stream.Append(ctx, o.s, stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload}); err != nil {
 		o.b.checkFenced(err, "offset commit")
 		return fmt.Errorf("broker: committing offsets of group %s to %s: %w", cs[0].Group, o.s.Name(), err)
 	}
 	o.apply(cs)
+	o.batches++
+	if o.batches > compactAfter {
+		if err := o.compactLocked(ctx); err != nil {
+			o.b.log.Warn("compacting group offsets failed; will retry", "err", err)
+		}
+	}
 	return nil
 }
 
