@@ -62,6 +62,13 @@ func newClients(cfg Config) (*clients, error) {
 			return nil, unavailable("connect to namenodes "+strings.Join(cfg.NameNodes, ","), "", err)
 		}
 		p.all = append(p.all, c)
+		// The client caches the server defaults on first use without a
+		// lock, and every block write asks for them: fetch them now, before
+		// the client is shared, so that later uses only read the cache.
+		if _, err := c.ServerDefaults(); err != nil {
+			p.close()
+			return nil, unavailable("get server defaults from "+strings.Join(cfg.NameNodes, ","), "", err)
+		}
 	}
 	return p, nil
 }
