@@ -26,7 +26,7 @@ import (
 // directory ($STRATA_BENCH_DIR, default a temp dir). It reports produce
 // throughput, produce latency (Produce call to ack, p50/p99) and
 // end-to-end latency (Produce call to the consumer receiving it, p50/p99).
-// b.N is the number of records. "max" produces as fast as the client can
+// b.N is the number of records (at most ten seconds' worth when paced). "max" produces as fast as the client can
 // (8192 records buffered), "rate=1000" paces 1,000 records/s to show
 // latency without client-side queueing.
 func BenchmarkKgoNFS(b *testing.B) {
@@ -90,6 +90,9 @@ func benchKgo(b *testing.B, addr string, rate int) {
 
 	const size = 1024
 	n := max(b.N, 1000)
+	if rate > 0 {
+		n = min(n, 10*rate) // ten seconds of paced load
+	}
 	prod := newClient(b, addr, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(8192))
 	cons := newClient(b, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(100*time.Millisecond))
 	// Wait until the consumer has its partitions.
@@ -122,7 +125,6 @@ func benchKgo(b *testing.B, addr string, rate int) {
 		}
 	}()
 	payload := make([]byte, size)
-	b.SetBytes(size)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
