@@ -75,7 +75,7 @@ func (b *Broker) metadata(r *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) 
 	}
 }
 
-func (b *Broker) createTopics(r *kmsg.CreateTopicsRequest, resp *kmsg.CreateTopicsResponse) {
+func (b *Broker) createTopics(r *kmsg.CreateTopicsRequest, resp *kmsg.CreateTopicsResponse) (worst int16) {
 	ctx, cancel := b.reqCtx(max(time.Duration(r.TimeoutMillis)*time.Millisecond, 30*time.Second))
 	defer cancel()
 	for _, rt := range r.Topics {
@@ -108,9 +108,12 @@ func (b *Broker) createTopics(r *kmsg.CreateTopicsRequest, resp *kmsg.CreateTopi
 		if r.Version >= 1 {
 			st.ErrorMessage = errString(msg)
 		}
-		b.metrics.request(r.Key(), code)
+		if worst == 0 {
+			worst = code
+		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	return worst
 }
 
 func (b *Broker) deleteTopics(r *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResponse) {

@@ -244,3 +244,60 @@ func TestOffsetsCompaction(t *testing.T) {
 		t.Fatalf("after takeover: ga %d gb %d, want %d %d", a, bb, wantA, wantB)
 	}
 }
+
+// TestFetchLongPollAndLimits: a Fetch waiting on an empty partition is
+// answered with the record produced meanwhile (before MaxWait); KIP-74: a
+// response limit below one batch still returns the first batch, and only
+// that one.
+func TestFetchLongPollAndLimits(t *testing.T) {
+	st := nfsStore(t, "")
+	_, addr := startBroker(t, st, nil)
+	cl := newClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := context.Background()
+	createTopic(t, cl, "lp", 2, nil)
+	fetch := func(maxWait, minBytes, maxBytes, partMax int32, offsets ...int64) *kmsg.FetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = maxWait, minBytes, maxBytes
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "lp"
+		for p, off := range offsets {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = int32(p), off, partMax
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	done := make(chan *kmsg.FetchResponse, 1)
+	go func() { done <- fetch(60000, 1, 1<<20, 1<<20, 0, 0) }()
+	time.Sleep(300 * time.Millisecond)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "lp", Partition: 1, Value: []byte("wake")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	resp := <-done
+	if n := len(resp.Topics[0].Partitions[1].RecordBatches); n == 0 {
+		t.Fatalf("long-poll returned without the record produced while it waited: %+v", resp)
+	}
+
+	// Two batches in partition 0, one in partition 1.
+	for i := 0; i < 2; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "lp", Partition: 0, Value: make([]byte, 500)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp = fetch(0, 1, 1, 1, 0, 0)
+	p0, p1 := resp.Topics[0].Partitions[0], resp.Topics[0].Partitions[1]
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(p0.RecordBatches); err != nil || int(rb.Length)+12 != len(p0.RecordBatches) {
+		t.Fatalf("KIP-74: want exactly the first batch of partition 0, got %d bytes (%v)", len(p0.RecordBatches), err)
+	}
+	if len(p1.RecordBatches) != 0 || p1.HighWatermark != 1 || p0.HighWatermark != 2 {
+		t.Fatalf("KIP-74: partition 1 got %d bytes past the response limit; high watermarks %d %d", len(p1.RecordBatches), p0.HighWatermark, p1.HighWatermark)
+	}
+}

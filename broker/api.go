@@ -53,11 +53,11 @@ func (b *Broker) handle(cc *conn, req kmsg.Request, resp kmsg.Response) func() k
 		case *kmsg.MetadataRequest:
 			b.metadata(r, resp.(*kmsg.MetadataResponse))
 		case *kmsg.FetchRequest:
-			b.fetch(r, resp.(*kmsg.FetchResponse))
+			code = b.fetch(r, resp.(*kmsg.FetchResponse))
 		case *kmsg.ListOffsetsRequest:
 			b.listOffsets(r, resp.(*kmsg.ListOffsetsResponse))
 		case *kmsg.CreateTopicsRequest:
-			b.createTopics(r, resp.(*kmsg.CreateTopicsResponse))
+			code = b.createTopics(r, resp.(*kmsg.CreateTopicsResponse))
 		case *kmsg.DeleteTopicsRequest:
 			b.deleteTopics(r, resp.(*kmsg.DeleteTopicsResponse))
 		case *kmsg.CreatePartitionsRequest:
@@ -81,7 +81,7 @@ func (b *Broker) handle(cc *conn, req kmsg.Request, resp kmsg.Response) func() k
 		case *kmsg.LeaveGroupRequest:
 			code = b.groups.leave(r, resp.(*kmsg.LeaveGroupResponse))
 		case *kmsg.OffsetCommitRequest:
-			b.groups.offsetCommit(r, resp.(*kmsg.OffsetCommitResponse))
+			code = b.groups.offsetCommit(r, resp.(*kmsg.OffsetCommitResponse))
 		case *kmsg.OffsetFetchRequest:
 			code = b.groups.offsetFetch(r, resp.(*kmsg.OffsetFetchResponse))
 		case *kmsg.ListGroupsRequest:

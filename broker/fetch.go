@@ -41,7 +41,7 @@ func (b *Broker) owned(topicName string, partition, leaderEpoch int32) (*partiti
 
 // fetch answers a Fetch, long-polling until MinBytes are available or
 // MaxWaitMillis passed (KIP-74 byte limits).
-func (b *Broker) fetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
+func (b *Broker) fetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) int16 {
 	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 	maxBytes := int(r.MaxBytes)
 	if r.Version < 3 || maxBytes <= 0 {
@@ -56,9 +56,9 @@ func (b *Broker) fetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 	}()
 	for {
 		wake := b.notify.C()
-		total, failed := b.fetchOnce(r, resp, maxBytes, iso)
-		if total >= int(r.MinBytes) || failed || !time.Now().Before(deadline) || b.closed.Load() || b.fenced.Load() {
-			return
+		total, code := b.fetchOnce(r, resp, maxBytes, iso)
+		if total >= int(r.MinBytes) || code != 0 || !time.Now().Before(deadline) || b.closed.Load() || b.fenced.Load() {
+			return code
 		}
 		if timer == nil {
 			timer = time.NewTimer(time.Until(deadline))
@@ -66,19 +66,19 @@ func (b *Broker) fetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 		select {
 		case <-wake:
 		case <-timer.C:
-			b.fetchOnce(r, resp, maxBytes, iso)
-			return
+			_, code := b.fetchOnce(r, resp, maxBytes, iso)
+			return code
 		case <-b.ctx.Done():
-			return
+			return 0
 		}
 	}
 }
 
 // fetchOnce fills resp from the partitions' current state and returns the
-// record bytes it holds and whether any partition had an error.
-func (b *Broker) fetchOnce(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBytes int, iso sharedlog.Isolation) (int, bool) {
+// record bytes it holds and the first partition error code (0: none).
+func (b *Broker) fetchOnce(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBytes int, iso sharedlog.Isolation) (int, int16) {
 	resp.Topics = resp.Topics[:0]
-	total, failed := 0, false
+	total, failed := 0, int16(0)
 	for _, rt := range r.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
@@ -91,7 +91,9 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBy
 			code := b.fetchPartition(rt.Topic, rp, &sp, maxBytes-total, total == 0, iso)
 			if code != 0 {
 				sp.ErrorCode = code
-				failed = true
+				if failed == 0 {
+					failed = code
+				}
 			}
 			total += len(sp.RecordBatches)
 			st.Partitions = append(st.Partitions, sp)

@@ -484,7 +484,7 @@ func (gc *groupCoordinator) leave(r *kmsg.LeaveGroupRequest, resp *kmsg.LeaveGro
 	return worst
 }
 
-func (gc *groupCoordinator) offsetCommit(r *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) {
+func (gc *groupCoordinator) offsetCommit(r *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) int16 {
 	code := int16(0)
 	gc.mu.Lock()
 	g := gc.groups[r.Group]
@@ -533,7 +533,7 @@ func (gc *groupCoordinator) offsetCommit(r *kmsg.OffsetCommitRequest, resp *kmsg
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	gc.b.metrics.request(r.Key(), code)
+	return code
 }
 
 func (gc *groupCoordinator) offsetFetch(r *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchResponse) int16 {
