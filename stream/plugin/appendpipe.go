@@ -243,7 +243,7 @@ func (p *appendPipe) enqueue(ctx context.Context, pb *streamv1.Batch, size int) 
 func (p *appendPipe) send() {
 	call, err := p.h.c.bulk.Append(p.ctx, appendCallCodec)
 	if err != nil {
-		p.finish(p.h.c.callErr(nil, p.what(), err))
+		p.finish(p.h.c.callErr(context.Background(), p.what(), err))
 		return
 	}
 	p.mu.Lock()
@@ -379,7 +379,7 @@ func (p *appendPipe) recvErr(err error) error {
 	if p.h.c.isClosed() {
 		return fmt.Errorf("%w: %s: %s was closed with appends in flight", stream.ErrUnavailable, p.what(), p.h.c.describe())
 	}
-	return p.h.c.callErr(nil, p.what(), err)
+	return p.h.c.callErr(context.Background(), p.what(), err)
 }
 
 // ack completes the appends one response answers. An answer the contract

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -38,19 +37,6 @@ const dataFDEnv = "STRATA_DRIVER_DATA_FD"
 type dataPair struct {
 	host  *os.File // the host's end
 	child *os.File // the driver's end, closed in the host once started
-}
-
-// newDataPair creates the socket pair. Both ends are close-on-exec; exec
-// clears that flag on the one passed in ExtraFiles.
-func newDataPair() (*dataPair, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("socketpair for the data channel: %w", err)
-	}
-	return &dataPair{
-		host:  os.NewFile(uintptr(fds[0]), "strata-data-host"),
-		child: os.NewFile(uintptr(fds[1]), "strata-data-driver"),
-	}, nil
 }
 
 // attach passes the driver's end to cmd as the first extra file (fd 3).

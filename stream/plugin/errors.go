@@ -132,7 +132,7 @@ func fromStatus(ctx context.Context, what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if ctx != nil && ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", what, ctx.Err())
 	}
 	st, ok := status.FromError(err)

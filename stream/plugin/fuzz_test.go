@@ -21,7 +21,7 @@ func TestErrorMappingRoundTrip(t *testing.T) {
 	for _, s := range append(append([]error{}, stream.Sentinels...), context.Canceled, context.DeadlineExceeded) {
 		orig := fmt.Errorf("stream %q offset 7: %w", "a/b", s)
 		for name, got := range map[string]error{
-			"status": fromStatus(nil, "call", toStatus(orig)),
+			"status": fromStatus(context.Background(), "call", toStatus(orig)),
 			"proto":  errorFromProto(errorToProto(orig)),
 		} {
 			if !errors.Is(got, s) {
@@ -37,7 +37,7 @@ func TestErrorMappingRoundTrip(t *testing.T) {
 	}
 	// An error that is no sentinel crosses as UNKNOWN and comes back as
 	// ErrUnavailable with its text.
-	got := fromStatus(nil, "call", toStatus(errors.New("disk on fire")))
+	got := fromStatus(context.Background(), "call", toStatus(errors.New("disk on fire")))
 	if !errors.Is(got, stream.ErrUnavailable) || !bytes.Contains([]byte(got.Error()), []byte("disk on fire")) {
 		t.Fatalf("unknown error: %v", got)
 	}
@@ -48,7 +48,7 @@ func TestErrorMappingRoundTrip(t *testing.T) {
 		codes.ResourceExhausted: stream.ErrCorrupt,
 		codes.Unimplemented:     stream.ErrUnavailable,
 	} {
-		if got := fromStatus(nil, "call", status.Error(code, "x")); !errors.Is(got, want) {
+		if got := fromStatus(context.Background(), "call", status.Error(code, "x")); !errors.Is(got, want) {
 			t.Errorf("code %v: %v, want %v", code, got, want)
 		}
 	}
@@ -84,7 +84,7 @@ func FuzzErrorMapping(f *testing.F) {
 		if code == 0 {
 			return // status OK is no error
 		}
-		se := fromStatus(nil, "call", status.Error(codes.Code(code), msg))
+		se := fromStatus(context.Background(), "call", status.Error(codes.Code(code), msg))
 		if stream.Sentinel(se) == nil && !errors.Is(se, context.Canceled) && !errors.Is(se, context.DeadlineExceeded) {
 			t.Fatalf("status %d: %v matches no sentinel", code, se)
 		}
