@@ -2,13 +2,10 @@ package azure
 
 import (
 	"fmt"
-	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 	"github.com/stratastream/strata/stream/chunked"
 )
 
@@ -22,75 +19,32 @@ import (
 //
 // Each reports MB/s (SetBytes), p50-ms and p99-ms of single appends or
 // uploads, req/GiB: HTTP requests (every kind, retries included) per GiB
-// of payload, and put/GiB: the PUTs among them. Results and analysis: docs/benchmarks.md, "azure driver".
-
-var benchSizes = []struct {
-	name string
-	n    int
-}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}}
-
-// latencies collects operation latencies from several goroutines.
-type latencies struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (l *latencies) add(ds []time.Duration) {
-	l.mu.Lock()
-	l.d = append(l.d, ds...)
-	l.mu.Unlock()
-}
-
-// report adds p50-ms and p99-ms to b.
-func (l *latencies) report(b *testing.B) {
-	if len(l.d) == 0 {
-		return
-	}
-	slices.Sort(l.d)
-	q := func(p float64) float64 {
-		return float64(l.d[min(len(l.d)-1, int(p*float64(len(l.d))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(0.50), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-}
-
-// reportRequests adds req/GiB (the requests between before and after per
-// GiB of payload) and put/GiB (the PUTs among them).
-func reportRequests(b *testing.B, before, after chunked.RequestStats, payloadBytes int64) {
-	if payloadBytes <= 0 {
-		return
-	}
-	puts := after.Puts - before.Puts
-	reqs := puts + (after.Gets - before.Gets) + (after.Heads - before.Heads) +
-		(after.Lists - before.Lists) + (after.Deletes - before.Deletes)
-	perGiB := float64(1<<30) / float64(payloadBytes)
-	b.ReportMetric(float64(reqs)*perGiB, "req/GiB")
-	b.ReportMetric(float64(puts)*perGiB, "put/GiB")
-}
+// of payload, put/GiB: the PUTs among them, and list: the LIST requests.
+// Results and analysis: docs/benchmarks.md, "azure driver".
 
 // BenchmarkAppend runs, per payload size, the raw upload loop and then the
 // append matrix, so that the numbers compared were taken minutes apart at
 // most on a shared machine.
 func BenchmarkAppend(b *testing.B) {
-	for _, size := range benchSizes {
+	for _, size := range drivertest.BenchSizes {
 		for _, writers := range []int{1, 8} {
-			b.Run(fmt.Sprintf("size=%s/raw/writers=%d", size.name, writers), func(b *testing.B) {
-				benchRaw(b, size.n, writers)
+			b.Run(fmt.Sprintf("size=%s/raw/writers=%d", size.Name, writers), func(b *testing.B) {
+				benchRaw(b, size.N, writers)
 			})
 		}
 		for _, streams := range []int{1, 8} {
 			for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
 				for _, inflight := range []int{1, 32} {
-					name := fmt.Sprintf("size=%s/append/streams=%d/linger=%v/inflight=%d", size.name, streams, linger, inflight)
-					b.Run(name, func(b *testing.B) { benchAppend(b, size.n, streams, linger, inflight) })
+					name := fmt.Sprintf("size=%s/append/streams=%d/linger=%v/inflight=%d", size.Name, streams, linger, inflight)
+					b.Run(name, func(b *testing.B) { benchAppend(b, size.N, streams, linger, inflight) })
 				}
 			}
 		}
 	}
 }
 
-// benchAppend: streams streams on one Store, each with a goroutine keeping
-// up to inflight appends outstanding (bounded to 32 MiB per stream).
+// benchAppend: streams streams on one Store, each keeping up to inflight
+// appends outstanding (bounded to 32 MiB per stream).
 func benchAppend(b *testing.B, size, streams int, linger time.Duration, inflight int) {
 	cfg := freshConfig(b)
 	cfg.Engine.Linger = linger
@@ -102,61 +56,11 @@ func benchAppend(b *testing.B, size, streams int, linger time.Duration, inflight
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
-	inflight = max(1, min(inflight, (32<<20)/size))
-	sts := make([]stream.Stream, streams)
-	for i := range sts {
-		if sts[i], err = s.Open(b.Context(), "bench/"+strconv.Itoa(i), stream.OpenOptions{Epoch: 1, CreateIfMissing: true}); err != nil {
-			b.Fatal(err)
-		}
-		defer sts[i].Close()
-	}
-	payload := make([]byte, size)
-	var lat latencies
+	b.Cleanup(func() { s.Close() })
+	sts := drivertest.OpenStreams(b, s, streams)
 	before := st.RequestStats()
-	b.SetBytes(int64(size))
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for i, sm := range sts {
-		n := split(b.N, streams, i)
-		wg.Go(func() {
-			type pending struct {
-				f     *stream.AppendFuture
-				start time.Time
-			}
-			window := make(chan pending, inflight)
-			ds := make([]time.Duration, 0, n)
-			go func() {
-				for range n {
-					start := time.Now()
-					window <- pending{sm.Append(b.Context(), stream.Batch{Count: 1, Payload: payload}), start}
-				}
-				close(window)
-			}()
-			for p := range window {
-				if _, err := p.f.Wait(b.Context()); err != nil {
-					b.Error(err)
-					for range window {
-					}
-					return
-				}
-				ds = append(ds, time.Since(p.start))
-			}
-			lat.add(ds)
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	lat.report(b)
-	reportRequests(b, before, st.RequestStats(), int64(b.N)*int64(size))
-}
-
-// split divides n operations among k workers.
-func split(n, k, i int) int {
-	if i < n%k {
-		return n/k + 1
-	}
-	return n / k
+	drivertest.Appends(b, sts, make([]byte, size), min(inflight, (32<<20)/size))
+	drivertest.ReportRequests(b, before, st.RequestStats(), int64(b.N)*int64(size))
 }
 
 // benchRaw: writers goroutines each loop PutIfAbsent of a new blob, the
@@ -168,28 +72,9 @@ func benchRaw(b *testing.B, size, writers int) {
 	}
 	defer st.Close()
 	payload := make([]byte, size)
-	var lat latencies
 	before := st.RequestStats()
-	b.SetBytes(int64(size))
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for w := range writers {
-		n := split(b.N, writers, w)
-		wg.Go(func() {
-			ds := make([]time.Duration, 0, n)
-			for i := range n {
-				start := time.Now()
-				if err := st.PutIfAbsent(b.Context(), fmt.Sprintf("raw/%d/%020d", w, i), payload); err != nil {
-					b.Error(err)
-					return
-				}
-				ds = append(ds, time.Since(start))
-			}
-			lat.add(ds)
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	lat.report(b)
-	reportRequests(b, before, st.RequestStats(), int64(b.N)*int64(size))
+	drivertest.Ops(b, size, writers, func(w, i int) error {
+		return st.PutIfAbsent(b.Context(), fmt.Sprintf("raw/%d/%020d", w, i), payload)
+	})
+	drivertest.ReportRequests(b, before, st.RequestStats(), int64(b.N)*int64(size))
 }

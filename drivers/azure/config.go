@@ -1,17 +1,12 @@
 package azure
 
 import (
-	"bytes"
 	"fmt"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
-	"time"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/drivers/internal/driverconfig"
 )
 
 // Config configures the azure driver. It is read from YAML or JSON (see
@@ -36,7 +31,10 @@ type Config struct {
 	Credentials Credentials `yaml:"credentials"`
 	// Timeouts bound each request and each operation.
 	Timeouts Timeouts `yaml:"timeouts"`
-	// Retry bounds the retries of transient failures.
+	// Retry bounds the retries of transient failures: 408, 429, 500, 502,
+	// 503, 504 and network errors or request timeouts. Backoff is the
+	// azcore retry policy's (exponential with jitter between BaseDelay and
+	// MaxDelay); a Retry-After header from the service takes precedence.
 	Retry Retry `yaml:"retry"`
 	// Engine tunes the chunked engine (group commit and pipelining).
 	Engine Engine `yaml:"engine"`
@@ -61,53 +59,24 @@ type Credentials struct {
 	SASToken string `yaml:"sas_token"`
 }
 
-// Timeouts bound the driver's waits. An operation that runs out of time
-// fails with stream.ErrUnavailable.
-type Timeouts struct {
-	// Connect bounds dialing the endpoint. Default 5s.
-	Connect time.Duration `yaml:"connect"`
-	// Request bounds one HTTP request (one try), body included. Default 30s.
-	Request time.Duration `yaml:"request"`
-	// Operation bounds one Storage call with all its retries. Default 60s.
-	Operation time.Duration `yaml:"operation"`
-}
+// Timeouts bound the driver's waits (connect, request: one HTTP request,
+// one try; operation: one Storage call with its retries).
+type Timeouts = driverconfig.Timeouts
 
-// Retry is the policy for transient failures: 408, 429, 500, 502, 503,
-// 504 and network errors or request timeouts. Backoff is exponential with
-// jitter between BaseDelay and MaxDelay (the azcore retry policy); a
-// Retry-After header from the service takes precedence.
-type Retry struct {
-	// MaxAttempts is the number of tries per request, the first included.
-	// Default 5; 1 disables retries.
-	MaxAttempts int `yaml:"max_attempts"`
-	// BaseDelay is the first backoff. Default 50ms.
-	BaseDelay time.Duration `yaml:"base_delay"`
-	// MaxDelay caps one backoff. Default 2s.
-	MaxDelay time.Duration `yaml:"max_delay"`
-}
+// Retry bounds the retries of transient failures.
+type Retry = driverconfig.Retry
 
-// Engine tunes the chunked engine the driver runs on. Zero values take the
-// engine's defaults.
-type Engine struct {
-	// Linger is how long an append may wait for others to share its chunk.
-	Linger time.Duration `yaml:"linger"`
-	// MaxChunkBytes caps the payload of one chunk blob.
-	MaxChunkBytes int `yaml:"max_chunk_bytes"`
-	// MaxInflightChunks caps the chunk uploads in flight per stream.
-	MaxInflightChunks int `yaml:"max_inflight_chunks"`
-	// CacheBytes sizes the read cache of recent chunks; negative disables
-	// it.
-	CacheBytes int64 `yaml:"cache_bytes"`
-}
+// Engine tunes the chunked engine the driver runs on.
+type Engine = driverconfig.Engine
 
 // Defaults of Config.
 const (
-	DefaultConnectTimeout   = 5 * time.Second
-	DefaultRequestTimeout   = 30 * time.Second
-	DefaultOperationTimeout = 60 * time.Second
-	DefaultMaxAttempts      = 5
-	DefaultBaseDelay        = 50 * time.Millisecond
-	DefaultMaxDelay         = 2 * time.Second
+	DefaultConnectTimeout   = driverconfig.DefaultConnectTimeout
+	DefaultRequestTimeout   = driverconfig.DefaultRequestTimeout
+	DefaultOperationTimeout = driverconfig.DefaultOperationTimeout
+	DefaultMaxAttempts      = driverconfig.DefaultMaxAttempts
+	DefaultBaseDelay        = driverconfig.DefaultBaseDelay
+	DefaultMaxDelay         = driverconfig.DefaultMaxDelay
 )
 
 // Environment variables the URL form reads credentials from (the names
@@ -124,24 +93,15 @@ const (
 //
 // The URL form is azblob://CONTAINER/PREFIX?account_url=URL
 // &account_name=NAME&request_timeout=30s&operation_timeout=60s
-// &connect_timeout=5s&max_attempts=5&linger=5ms&max_chunk_bytes=N
-// &max_inflight_chunks=N&cache_bytes=N. Secrets never appear in it: they
+// &connect_timeout=5s&max_attempts=5&base_delay=50ms&max_delay=2s
+// &linger=5ms&max_chunk_bytes=N&max_inflight_chunks=N&max_batch_bytes=N
+// &cache_bytes=N. Secrets never appear in it: they
 // come from AZURE_STORAGE_KEY, AZURE_STORAGE_CONNECTION_STRING or
 // AZURE_STORAGE_SAS_TOKEN, else DefaultAzureCredential is used.
 func ParseConfig(data []byte) (Config, error) {
-	var c Config
-	text := bytes.TrimSpace(data)
-	if bytes.HasPrefix(text, []byte("azblob://")) {
-		var err error
-		if c, err = parseURL(string(text)); err != nil {
-			return Config{}, err
-		}
-	} else {
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&c); err != nil {
-			return Config{}, fmt.Errorf("%w: azure config: %v", stream.ErrInvalidArgument, err)
-		}
+	c, err := driverconfig.Decode(DriverName, "azblob", data, fromURL)
+	if err != nil {
+		return Config{}, err
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -149,49 +109,21 @@ func ParseConfig(data []byte) (Config, error) {
 	return c, nil
 }
 
-// parseURL reads the azblob:// form documented on ParseConfig.
-func parseURL(raw string) (Config, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return Config{}, fmt.Errorf("%w: azure config URL: %v", stream.ErrInvalidArgument, err)
-	}
+// fromURL reads the azblob:// form documented on ParseConfig.
+func fromURL(u *url.URL) (Config, error) {
 	c := Config{Container: u.Host, Prefix: strings.TrimPrefix(u.Path, "/")}
 	c.Credentials.AccountKey = os.Getenv(EnvAccountKey)
 	c.Credentials.ConnectionString = os.Getenv(EnvConnectionString)
 	c.Credentials.SASToken = os.Getenv(EnvSASToken)
-	bad := func(k string, err error) error {
-		return fmt.Errorf("%w: azure config URL: parameter %s: %v", stream.ErrInvalidArgument, k, err)
+	p := driverconfig.Params{
+		"account_url":  driverconfig.String(&c.AccountURL),
+		"account_name": driverconfig.String(&c.Credentials.AccountName),
 	}
-	for k, vs := range u.Query() {
-		v := vs[len(vs)-1]
-		var err error
-		switch k {
-		case "account_url":
-			c.AccountURL = v
-		case "account_name":
-			c.Credentials.AccountName = v
-		case "connect_timeout":
-			c.Timeouts.Connect, err = time.ParseDuration(v)
-		case "request_timeout":
-			c.Timeouts.Request, err = time.ParseDuration(v)
-		case "operation_timeout":
-			c.Timeouts.Operation, err = time.ParseDuration(v)
-		case "max_attempts":
-			c.Retry.MaxAttempts, err = strconv.Atoi(v)
-		case "linger":
-			c.Engine.Linger, err = time.ParseDuration(v)
-		case "max_chunk_bytes":
-			c.Engine.MaxChunkBytes, err = strconv.Atoi(v)
-		case "max_inflight_chunks":
-			c.Engine.MaxInflightChunks, err = strconv.Atoi(v)
-		case "cache_bytes":
-			c.Engine.CacheBytes, err = strconv.ParseInt(v, 10, 64)
-		default:
-			err = fmt.Errorf("unknown parameter")
-		}
-		if err != nil {
-			return Config{}, bad(k, err)
-		}
+	c.Timeouts.AddParams(p)
+	c.Retry.AddParams(p)
+	c.Engine.AddParams(p)
+	if err := p.Apply(DriverName, u.Query()); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }
@@ -200,7 +132,7 @@ func parseURL(raw string) (Config, error) {
 // wraps stream.ErrInvalidArgument.
 func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: azure config: %s: %s", stream.ErrInvalidArgument, field, fmt.Sprintf(format, args...))
+		return driverconfig.Invalid(DriverName, field, format, args...)
 	}
 	cr := c.Credentials
 	if c.AccountURL == "" && cr.ConnectionString == "" {
@@ -221,10 +153,8 @@ func (c Config) Validate() error {
 	if err := validContainer(c.Container); err != nil {
 		return bad("container", "%q: %v", c.Container, err)
 	}
-	if p := strings.TrimSuffix(c.Prefix, "/"); p != "" {
-		if err := stream.ValidateName(p); err != nil {
-			return bad("prefix", "%q must be '/'-separated elements of [A-Za-z0-9._-]", c.Prefix)
-		}
+	if err := driverconfig.CheckPrefix(DriverName, "prefix", c.Prefix); err != nil {
+		return err
 	}
 	n := 0
 	for _, s := range []string{cr.AccountKey, cr.ConnectionString, cr.SASToken} {
@@ -243,32 +173,13 @@ func (c Config) Validate() error {
 			return bad("credentials.account_name", "required with account_key (not derivable from account_url %q)", c.AccountURL)
 		}
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"timeouts.connect", c.Timeouts.Connect},
-		{"timeouts.request", c.Timeouts.Request},
-		{"timeouts.operation", c.Timeouts.Operation},
-		{"retry.base_delay", c.Retry.BaseDelay},
-		{"retry.max_delay", c.Retry.MaxDelay},
-		{"engine.linger", c.Engine.Linger},
-	} {
-		if d.v < 0 {
-			return bad(d.name, "negative duration %v", d.v)
-		}
+	if err := c.Timeouts.Validate(DriverName); err != nil {
+		return err
 	}
-	switch {
-	case c.Retry.MaxAttempts < 0:
-		return bad("retry.max_attempts", "negative (%d)", c.Retry.MaxAttempts)
-	case c.Retry.MaxAttempts > 100:
-		return bad("retry.max_attempts", "%d is more than 100", c.Retry.MaxAttempts)
-	case c.Engine.MaxChunkBytes < 0:
-		return bad("engine.max_chunk_bytes", "negative (%d)", c.Engine.MaxChunkBytes)
-	case c.Engine.MaxInflightChunks < 0:
-		return bad("engine.max_inflight_chunks", "negative (%d)", c.Engine.MaxInflightChunks)
+	if err := c.Retry.Validate(DriverName); err != nil {
+		return err
 	}
-	return nil
+	return c.Engine.Validate(DriverName, "engine.")
 }
 
 // validContainer applies Azure's container naming rules: 3-63 bytes of
@@ -309,24 +220,11 @@ func accountFromURL(raw string) string {
 
 // withDefaults returns c with every zero value replaced by its default.
 func (c Config) withDefaults() Config {
-	if c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/") {
-		c.Prefix += "/"
-	}
+	c.Prefix = driverconfig.DirPrefix(c.Prefix)
 	if c.Credentials.AccountKey != "" && c.Credentials.AccountName == "" {
 		c.Credentials.AccountName = accountFromURL(c.AccountURL)
 	}
-	setDur := func(p *time.Duration, d time.Duration) {
-		if *p == 0 {
-			*p = d
-		}
-	}
-	setDur(&c.Timeouts.Connect, DefaultConnectTimeout)
-	setDur(&c.Timeouts.Request, DefaultRequestTimeout)
-	setDur(&c.Timeouts.Operation, DefaultOperationTimeout)
-	setDur(&c.Retry.BaseDelay, DefaultBaseDelay)
-	setDur(&c.Retry.MaxDelay, DefaultMaxDelay)
-	if c.Retry.MaxAttempts == 0 {
-		c.Retry.MaxAttempts = DefaultMaxAttempts
-	}
+	c.Timeouts = c.Timeouts.WithDefaults()
+	c.Retry = c.Retry.WithDefaults()
 	return c
 }

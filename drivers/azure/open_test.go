@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 
-	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/chunked"
 )
@@ -228,10 +226,7 @@ func TestRequestStats(t *testing.T) {
 // ctl runs testbed/ctl azurite ACTION.
 func ctl(t *testing.T, action string) {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(testbed.RepoRoot(), "testbed", "ctl"), "azurite", action).CombinedOutput()
-	if err != nil {
-		t.Fatalf("testbed/ctl azurite %s: %v\n%s", action, err, out)
-	}
+	drivertest.Ctl(t, "azurite", action)
 }
 
 // TestBackendDown: with Azurite stopped every call is ErrUnavailable

@@ -1,20 +1,13 @@
 package azure
 
 import (
-	"context"
 	"testing"
 
-	"github.com/stratastream/strata/conformance/storagetest"
-	"github.com/stratastream/strata/stream/chunked"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 )
 
 // TestStorage runs the chunked.Storage suite against Azurite, with racing
 // put-if-absent writers in separate processes.
 func TestStorage(t *testing.T) {
-	storagetest.Run(t, storagetest.Harness{
-		Open: func(ctx context.Context, config []byte) (chunked.Storage, error) {
-			return OpenStorage(ctx, config)
-		},
-		NewConfig: func(t *testing.T) []byte { return marshal(t, freshConfig(t)) },
-	})
+	drivertest.RunStorage(t, OpenStorage, func(t *testing.T) []byte { return marshal(t, freshConfig(t)) })
 }
