@@ -209,3 +209,27 @@ func TestCloseStopsDriver(t *testing.T) {
 	}
 	waitGone(ctx, t, pid, "Store.Close")
 }
+
+// TestConfigNeverInArgvOrEnv: the driver's config travels only in the
+// OpenStore call, so it is in neither the driver's command line nor its
+// environment.
+func TestConfigNeverInArgvOrEnv(t *testing.T) {
+	ctx := testCtx(t)
+	c := startMemory(t)
+	const secret = "namespace-s3cr3t-4f9a"
+	if _, err := c.OpenStore(ctx, []byte("namespace: "+secret)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"cmdline", "environ"} {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Pid()) + "/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), secret) {
+			t.Fatalf("driver's %s holds the config", f)
+		}
+		if f == "environ" && !strings.Contains(string(b), dataFDEnv+"=") {
+			t.Fatalf("driver's environ lacks %s (is this the driver process?)", dataFDEnv)
+		}
+	}
+}
