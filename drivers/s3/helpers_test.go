@@ -3,12 +3,9 @@ package s3
 import (
 	"context"
 	"crypto/rand"
-	"os"
 	"testing"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 )
 
 // minioConfig returns the MinIO testbed's driver config with a prefix no
@@ -16,49 +13,18 @@ import (
 // It fails t (never skips) when MinIO cannot be started.
 func minioConfig(t testing.TB) Config {
 	t.Helper()
-	env, err := testbed.Env("minio", "STRATA_S3_CONFIG")
-	if err != nil {
-		t.Fatalf("MinIO testbed: %v", err)
-	}
-	raw, err := os.ReadFile(env["STRATA_S3_CONFIG"])
-	if err != nil {
-		t.Fatalf("reading STRATA_S3_CONFIG: %v", err)
-	}
-	cfg, err := ParseConfig(raw)
-	if err != nil {
-		t.Fatalf("parsing %s: %v", env["STRATA_S3_CONFIG"], err)
-	}
+	cfg := drivertest.TestbedConfig(t, "minio", "STRATA_S3_CONFIG", ParseConfig)
 	cfg.Prefix = "test/" + rand.Text()[:12] + "/"
-	t.Cleanup(func() { removePrefix(t, cfg) })
+	t.Cleanup(func() {
+		drivertest.DeleteAll(t, cfg.Prefix, func(ctx context.Context) (*Storage, error) { return NewStorage(ctx, cfg) })
+	})
 	return cfg
-}
-
-// removePrefix deletes every object under cfg.Prefix.
-func removePrefix(t testing.TB, cfg Config) {
-	ctx := context.Background()
-	st, err := NewStorage(ctx, cfg)
-	if err != nil {
-		t.Logf("cleanup of %s: %v", cfg.Prefix, err)
-		return
-	}
-	defer st.Close()
-	keys, err := st.List(ctx, "", "", 0)
-	if err == nil {
-		err = st.Delete(ctx, keys)
-	}
-	if err != nil {
-		t.Logf("cleanup of %s: %v", cfg.Prefix, err)
-	}
 }
 
 // marshalConfig renders cfg as the YAML a user would write.
 func marshalConfig(t testing.TB, cfg Config) []byte {
 	t.Helper()
-	b, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatalf("marshal config: %v", err)
-	}
-	return b
+	return drivertest.Marshal(t, cfg)
 }
 
 // newStorage opens a Storage on cfg, closed when t ends.

@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 
+	"github.com/stratastream/strata/drivers/internal/driverconfig"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/chunked"
 )
@@ -13,47 +14,30 @@ const DriverName = "s3"
 // Version is the driver's version, reported in stream.Info.
 const Version = "0.1.0"
 
+// opener is the Open sequence: ParseConfig, NewStorage, the chunked
+// engine.
+var opener = driverconfig.Opener[Config, *Storage]{
+	Parse:      ParseConfig,
+	NewStorage: NewStorage,
+	Options:    func(st *Storage) chunked.Options { return engineOptions(st.cfg) },
+}
+
 // Open is the driver's stream.Opener: it parses config (ParseConfig),
 // opens and probes the bucket (NewStorage) and returns the chunked engine
 // on it. Closing the Store closes the Storage.
 func Open(ctx context.Context, config []byte) (stream.Store, error) {
-	cfg, err := ParseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	st, err := NewStorage(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	store, err := chunked.NewStore(st, engineOptions(st.cfg))
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return store, nil
+	return opener.Open(ctx, config)
 }
 
 // OpenStorage parses config and returns the Storage alone, without the
 // engine: for storage-level tests and tools.
 func OpenStorage(ctx context.Context, config []byte) (*Storage, error) {
-	cfg, err := ParseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return NewStorage(ctx, cfg)
+	return opener.OpenStorage(ctx, config)
 }
 
 // engineOptions maps the driver's config (defaults applied) to the
 // engine's options. The engine bounds each Storage call by the same
 // operation timeout the driver's retries run within.
 func engineOptions(cfg Config) chunked.Options {
-	return chunked.Options{
-		Driver:            DriverName,
-		Version:           Version,
-		Linger:            cfg.Engine.Linger,
-		MaxChunkBytes:     cfg.Engine.MaxChunkBytes,
-		MaxInflightChunks: cfg.Engine.MaxInflightChunks,
-		CacheBytes:        cfg.Engine.CacheBytes,
-		OpTimeout:         cfg.Timeouts.Operation,
-	}
+	return cfg.Engine.Options(DriverName, Version, cfg.Timeouts.Operation)
 }

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratastream/strata/conformance/storagetest"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/chunked"
 )
@@ -22,12 +22,7 @@ import (
 // TestStorage runs the chunked.Storage suite against MinIO, including
 // put-if-absent races between OS processes.
 func TestStorage(t *testing.T) {
-	storagetest.Run(t, storagetest.Harness{
-		Open: func(ctx context.Context, config []byte) (chunked.Storage, error) {
-			return OpenStorage(ctx, config)
-		},
-		NewConfig: func(t *testing.T) []byte { return marshalConfig(t, minioConfig(t)) },
-	})
+	drivertest.RunStorage(t, OpenStorage, func(t *testing.T) []byte { return marshalConfig(t, minioConfig(t)) })
 }
 
 // TestRequestStats checks that every operation is counted as exactly the
@@ -95,18 +90,9 @@ func TestRequestStats(t *testing.T) {
 		if err := s.do(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		if got := diffStats(st.RequestStats(), before); got != s.want {
+		if got := drivertest.StatsDiff(st.RequestStats(), before); got != s.want {
 			t.Errorf("%s: requests %+v, want %+v", s.name, got, s.want)
 		}
-	}
-}
-
-func diffStats(a, b chunked.RequestStats) chunked.RequestStats {
-	return chunked.RequestStats{
-		Puts: a.Puts - b.Puts, Gets: a.Gets - b.Gets, Heads: a.Heads - b.Heads,
-		Lists: a.Lists - b.Lists, Deletes: a.Deletes - b.Deletes,
-		BytesWritten: a.BytesWritten - b.BytesWritten, BytesRead: a.BytesRead - b.BytesRead,
-		Retries: a.Retries - b.Retries, Errors: a.Errors - b.Errors,
 	}
 }
 
