@@ -14,8 +14,9 @@ import (
 
 // Exception classes and messages of the NameNode the driver tells apart.
 const (
-	safeModeException  = "org.apache.hadoop.hdfs.server.namenode.SafeModeException"
-	retriableException = "org.apache.hadoop.ipc.RetriableException"
+	safeModeException = "org.apache.hadoop.hdfs.server.namenode.SafeModeException"
+	// addBlock before the previous block of the file is reported.
+	notReplicatedYetException = "org.apache.hadoop.hdfs.server.namenode.NotReplicatedYetException"
 	// rename2 onto an existing object directory.
 	msgDestNotEmpty = "rename destination directory is not empty"
 	// rename2 of a directory onto a file (or the reverse).

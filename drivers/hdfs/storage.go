@@ -187,7 +187,33 @@ func checkKey(key string) error {
 // writeFile creates name exclusively, writes data and closes it, retrying
 // the close while the NameNode waits for the block's replicas
 // (ErrReplicating). A nil return means the file is complete and durable.
+//
+// When data spans blocks, the NameNode may refuse the next block until the
+// previous one is reported (NotReplicatedYetException); the client cannot
+// resume after that, so the file (a temp file of this put, never
+// published) is removed and written again, with backoff, until the
+// deadline, as the Java client retries addBlock.
 func (s *Storage) writeFile(c *gohdfs.Client, name string, data []byte, deadline time.Time) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := s.writeFileOnce(c, name, data, deadline)
+		if class, _ := remoteException(err); class != notReplicatedYetException {
+			return err
+		}
+		s.stats.retries.Add(1)
+		if time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		if err := c.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// writeFileOnce is one try of writeFile.
+func (s *Storage) writeFileOnce(c *gohdfs.Client, name string, data []byte, deadline time.Time) error {
 	w, err := c.CreateFile(name, s.replication, s.blockSize, 0o644)
 	if err != nil {
 		return err
