@@ -18,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/drivers/nfs"
 )
 
 func freePort(t *testing.T) string {
@@ -245,16 +247,7 @@ func TestServeConfigPluginDriverAndMetrics(t *testing.T) {
 	}
 	addr := freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	var o, e syncBuffer
-	go func() { done <- runServe(ctx, []string{"--config", cfgPath, "--listen", addr}, &o, &e) }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(o.String(), "Kafka listener") {
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", e.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done, e := runServeInProcess(t, ctx, cfgPath, addr)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +287,28 @@ func TestServeConfigPluginDriverAndMetrics(t *testing.T) {
 	}
 }
 
+// runServeInProcess runs `strata serve --config cfgPath --listen addr` in
+// this process until ctx ends, and waits until it listens.
+func runServeInProcess(t *testing.T, ctx context.Context, cfgPath, addr string) (<-chan int, *syncBuffer) {
+	t.Helper()
+	done := make(chan int, 1)
+	var o, e syncBuffer
+	go func() { done <- runServe(ctx, []string{"--config", cfgPath, "--listen", addr}, &o, &e) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(o.String(), "Kafka listener") {
+		select {
+		case c := <-done:
+			t.Fatalf("serve exited %d before listening:\n%s", c, e.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", e.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return done, &e
+}
+
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -310,4 +325,68 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestServeRoutesTopicsToDrivers loads two nfs drivers as built-in plugins
+// and routes a topic prefix to the second: its partitions land there, the
+// catalog and the other topics on the default.
+func TestServeRoutesTopicsToDrivers(t *testing.T) {
+	dir := t.TempDir()
+	hot, cold := filepath.Join(dir, "hot"), filepath.Join(dir, "cold")
+	cfg := fmt.Sprintf(`drivers:
+  - name: hot
+    driver: nfs
+    config: {root: %s, create_root: true}
+  - name: cold
+    driver: nfs
+    config: {root: %s, create_root: true}
+default_driver: hot
+topics:
+  - prefix: archive-
+    driver: cold
+`, hot, cold)
+	cfgPath := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done, e := runServeInProcess(t, ctx, cfgPath, addr)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"archive-2025", "live"} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(topic)}).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", topic, err)
+		}
+	}
+	cl.Close()
+	cancel()
+	if c := <-done; c != 0 {
+		t.Fatalf("serve exit %d:\n%s", c, e.String())
+	}
+	// List the streams each root holds through the nfs driver.
+	list := func(root, prefix string) []string {
+		st, err := nfs.Open(context.Background(), fmt.Appendf(nil, "root: %s\n", root))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		names, err := st.List(context.Background(), prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	// Each topic has one partition: a data and a meta stream.
+	if h, c := list(hot, "strata/t/"), list(cold, "strata/t/"); len(h) != 2 || len(c) != 2 {
+		t.Fatalf("partition streams: %v on hot, %v on cold; want one partition each", h, c)
+	}
+	if c := list(cold, "strata/__"); len(c) != 0 {
+		t.Fatalf("cluster streams on the cold driver: %v", c)
+	}
+	if h := list(hot, "strata/__topics"); len(h) != 1 {
+		t.Fatalf("catalog on the hot driver: %v", h)
+	}
 }
