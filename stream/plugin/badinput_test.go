@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stratastream/strata/stream"
@@ -164,33 +163,6 @@ func TestMisbehavingDriverAppend(t *testing.T) {
 			}
 		})
 	}
-}
-
-// recordHandler keeps the records it handles.
-type recordHandler struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.records = append(h.records, r.Clone())
-	h.mu.Unlock()
-	return nil
-}
-func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
-
-func (h *recordHandler) find(msg string) (slog.Record, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, r := range h.records {
-		if r.Message == msg {
-			return r, true
-		}
-	}
-	return slog.Record{}, false
 }
 
 // TestDriverLogsReachHostSlog: a driver's log/slog lines arrive in the
