@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -109,10 +109,7 @@ func TestRootGone(t *testing.T) {
 	}
 	ctl := func(action string) {
 		t.Helper()
-		out, err := exec.Command(filepath.Join(testbed.RepoRoot(), "testbed", "ctl"), "nfs", "--root", root, action).CombinedOutput()
-		if err != nil {
-			t.Fatalf("testbed/ctl nfs --root %s %s: %v\n%s", root, action, err, out)
-		}
+		drivertest.Ctl(t, "nfs", "--root", root, action)
 	}
 	ctl("stop")
 	checks := map[string]error{

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -98,13 +99,7 @@ func cpuTime() time.Duration {
 
 func (m *measured) mbps() float64 { return float64(m.bytes) / m.elapsed.Seconds() / 1e6 }
 
-func (m *measured) quantile(p float64) float64 {
-	if len(m.lat) == 0 {
-		return 0
-	}
-	slices.Sort(m.lat)
-	return float64(m.lat[min(len(m.lat)-1, int(p*float64(len(m.lat))))].Microseconds()) / 1000
-}
+func (m *measured) quantile(p float64) float64 { return drivertest.QuantileMs(m.lat, p) }
 
 func sizeName(n int) string {
 	if n >= 1<<20 {

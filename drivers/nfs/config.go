@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/stratastream/strata/drivers/internal/driverconfig"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -84,10 +85,10 @@ func ParseConfig(config []byte) (Config, error) {
 			return f.Tag.Get("yaml") == name
 		})
 		if i < 0 {
-			return c, fmt.Errorf("%w: nfs config: %s: unknown field", stream.ErrInvalidArgument, name)
+			return c, driverconfig.Invalid(driverName, name, "unknown field")
 		}
 		if err := node.Decode(fields.Field(i).Addr().Interface()); err != nil {
-			return c, fmt.Errorf("%w: nfs config: %s: %v", stream.ErrInvalidArgument, name, err)
+			return c, driverconfig.Invalid(driverName, name, "%v", err)
 		}
 	}
 	if err := c.validate(); err != nil {
@@ -126,7 +127,7 @@ func configFields(config []byte) (map[string]yaml.Node, error) {
 
 func (c Config) validate() error {
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: nfs config: %s: %s", stream.ErrInvalidArgument, field, fmt.Sprintf(format, args...))
+		return driverconfig.Invalid(driverName, field, format, args...)
 	}
 	switch {
 	case c.Root == "":
@@ -137,16 +138,20 @@ func (c Config) validate() error {
 		return bad("root", "contains a NUL byte")
 	case c.TempMaxAge < 0:
 		return bad("temp_max_age", "%v is negative", c.TempMaxAge)
-	case c.Linger < 0:
-		return bad("linger", "%v is negative", c.Linger)
-	case c.MaxChunkBytes < 0:
-		return bad("max_chunk_bytes", "%d is negative", c.MaxChunkBytes)
-	case c.MaxInflightChunks < 0:
-		return bad("max_inflight_chunks", "%d is negative", c.MaxInflightChunks)
-	case c.MaxBatchBytes < 0:
-		return bad("max_batch_bytes", "%d is negative", c.MaxBatchBytes)
 	}
-	return nil
+	return c.engine().Validate(driverName, "")
+}
+
+// engine is the engine section of c, whose fields sit at the top of the
+// config.
+func (c Config) engine() driverconfig.Engine {
+	return driverconfig.Engine{
+		Linger:            c.Linger,
+		MaxChunkBytes:     c.MaxChunkBytes,
+		MaxInflightChunks: c.MaxInflightChunks,
+		MaxBatchBytes:     c.MaxBatchBytes,
+		CacheBytes:        c.CacheBytes,
+	}
 }
 
 func (c Config) withDefaults() Config {

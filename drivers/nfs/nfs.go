@@ -17,12 +17,16 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/stratastream/strata/drivers/internal/driverconfig"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/chunked"
 )
 
 // Version is the driver's version, reported in Info.
 const Version = "0.1.0"
+
+// driverName is the name the driver reports in Info and its errors.
+const driverName = "nfs"
 
 // Open is the driver's stream.Opener: it parses config (see Config), opens
 // the Storage on its root and returns the engine's Store on it.
@@ -41,25 +45,13 @@ func OpenConfig(ctx context.Context, c Config, logger *slog.Logger) (stream.Stor
 	if err != nil {
 		return nil, err
 	}
-	store, err := chunked.NewStore(st, c.engineOptions(logger))
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return store, nil
+	return driverconfig.NewStore(st, c.engineOptions(logger))
 }
 
 // engineOptions are the chunked.Options of a config.
 func (c Config) engineOptions(logger *slog.Logger) chunked.Options {
-	return chunked.Options{
-		Driver:            "nfs",
-		Version:           Version,
-		MaxBatchBytes:     c.MaxBatchBytes,
-		Linger:            c.Linger,
-		MaxChunkBytes:     c.MaxChunkBytes,
-		MaxInflightChunks: c.MaxInflightChunks,
-		CacheBytes:        c.CacheBytes,
-		Volatile:          !c.fsync(), // acks survive the host only with fsync
-		Logger:            logger,
-	}
+	o := c.engine().Options(driverName, Version, 0)
+	o.Volatile = !c.fsync() // acks survive the host only with fsync
+	o.Logger = logger
+	return o
 }

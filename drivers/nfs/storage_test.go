@@ -1,20 +1,13 @@
 package nfs
 
 import (
-	"context"
 	"testing"
 
-	"github.com/stratastream/strata/conformance/storagetest"
-	"github.com/stratastream/strata/stream/chunked"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 )
 
 // TestStorage runs the chunked.Storage conformance suite on directories
 // under the nfs testbed, with put-if-absent races between OS processes.
 func TestStorage(t *testing.T) {
-	storagetest.Run(t, storagetest.Harness{
-		Open: func(ctx context.Context, config []byte) (chunked.Storage, error) {
-			return openStorage(ctx, config)
-		},
-		NewConfig: func(t *testing.T) []byte { return configFor(freshRoot(t)) },
-	})
+	drivertest.RunStorage(t, openStorage, func(t *testing.T) []byte { return configFor(freshRoot(t)) })
 }

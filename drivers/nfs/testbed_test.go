@@ -7,26 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 )
 
 // testbedRoot is the directory `testbed/up nfs` made. Tests fail (never
 // skip) when it cannot be had.
 func testbedRoot(t testing.TB) string {
 	t.Helper()
-	env, err := testbed.Env("nfs", "STRATA_NFS_CONFIG")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(env["STRATA_NFS_CONFIG"])
-	if err != nil {
-		t.Fatalf("reading the nfs testbed config: %v", err)
-	}
-	c, err := ParseConfig(data)
-	if err != nil {
-		t.Fatalf("the nfs testbed config %s: %v", env["STRATA_NFS_CONFIG"], err)
-	}
-	return c.Root
+	return drivertest.TestbedConfig(t, "nfs", "STRATA_NFS_CONFIG", ParseConfig).Root
 }
 
 // freshRoot makes a new, empty store directory under the testbed's root,
