@@ -67,6 +67,11 @@ type Stream interface {
 	// fails, every later in-flight append fails too. ctx governs only the
 	// admission of the append: if it is done before the append is accepted,
 	// the future fails with ctx.Err() and no offset is used.
+	//
+	// Buffer ownership: the stream may keep a reference to b.Payload and
+	// b.Properties until the future completes, so the caller must not
+	// modify them before then; once it completes (either way) the stream
+	// holds no reference to them and the caller may reuse the buffer.
 	Append(ctx context.Context, b Batch) *AppendFuture
 	// Fetch returns whole batches overlapping [start, end), in order, up to
 	// about maxBytes of Batch.Size (always at least one batch if any
