@@ -99,14 +99,7 @@ const (
 // come from AZURE_STORAGE_KEY, AZURE_STORAGE_CONNECTION_STRING or
 // AZURE_STORAGE_SAS_TOKEN, else DefaultAzureCredential is used.
 func ParseConfig(data []byte) (Config, error) {
-	c, err := driverconfig.Decode(DriverName, "azblob", data, fromURL)
-	if err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return driverconfig.Parse(DriverName, "azblob", data, fromURL, Config.Validate)
 }
 
 // fromURL reads the azblob:// form documented on ParseConfig.
@@ -119,9 +112,7 @@ func fromURL(u *url.URL) (Config, error) {
 		"account_url":  driverconfig.String(&c.AccountURL),
 		"account_name": driverconfig.String(&c.Credentials.AccountName),
 	}
-	c.Timeouts.AddParams(p)
-	c.Retry.AddParams(p)
-	c.Engine.AddParams(p)
+	driverconfig.SectionParams(p, &c.Timeouts, &c.Retry, &c.Engine)
 	if err := p.Apply(DriverName, u.Query()); err != nil {
 		return Config{}, err
 	}
@@ -173,13 +164,7 @@ func (c Config) Validate() error {
 			return bad("credentials.account_name", "required with account_key (not derivable from account_url %q)", c.AccountURL)
 		}
 	}
-	if err := c.Timeouts.Validate(DriverName); err != nil {
-		return err
-	}
-	if err := c.Retry.Validate(DriverName); err != nil {
-		return err
-	}
-	return c.Engine.Validate(DriverName, "engine.")
+	return driverconfig.ValidateSections(DriverName, &c.Timeouts, &c.Retry, &c.Engine)
 }
 
 // validContainer applies Azure's container naming rules: 3-63 bytes of

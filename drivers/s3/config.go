@@ -83,14 +83,7 @@ const (
 // &cache_bytes=N;
 // credentials then come from the SDK's default chain.
 func ParseConfig(data []byte) (Config, error) {
-	c, err := driverconfig.Decode(DriverName, "s3", data, fromURL)
-	if err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return driverconfig.Parse(DriverName, "s3", data, fromURL, Config.Validate)
 }
 
 // fromURL reads the s3:// form documented on ParseConfig.
@@ -101,9 +94,7 @@ func fromURL(u *url.URL) (Config, error) {
 		"endpoint":   driverconfig.String(&c.Endpoint),
 		"path_style": driverconfig.Bool(&c.PathStyle),
 	}
-	c.Timeouts.AddParams(p)
-	c.Retry.AddParams(p)
-	c.Engine.AddParams(p)
+	driverconfig.SectionParams(p, &c.Timeouts, &c.Retry, &c.Engine)
 	if err := p.Apply(DriverName, u.Query()); err != nil {
 		return Config{}, err
 	}
@@ -137,13 +128,7 @@ func (c Config) Validate() error {
 	if c.Credentials.SessionToken != "" && c.Credentials.AccessKeyID == "" {
 		return bad("credentials.session_token", "needs access_key_id and secret_access_key")
 	}
-	if err := c.Timeouts.Validate(DriverName); err != nil {
-		return err
-	}
-	if err := c.Retry.Validate(DriverName); err != nil {
-		return err
-	}
-	return c.Engine.Validate(DriverName, "engine.")
+	return driverconfig.ValidateSections(DriverName, &c.Timeouts, &c.Retry, &c.Engine)
 }
 
 // validBucket applies the S3 bucket naming rules that matter for

@@ -42,6 +42,19 @@ func Decode[C any](driver, scheme string, data []byte, fromURL func(*url.URL) (C
 	return c, nil
 }
 
+// Parse is Decode followed by validate: a driver's ParseConfig.
+func Parse[C any](driver, scheme string, data []byte, fromURL func(*url.URL) (C, error), validate func(C) error) (C, error) {
+	c, err := Decode(driver, scheme, data, fromURL)
+	if err == nil {
+		err = validate(c)
+	}
+	if err != nil {
+		var zero C
+		return zero, err
+	}
+	return c, nil
+}
+
 // DecodeYAML decodes a YAML or JSON document into v strictly: an unknown
 // field is an error. Errors wrap stream.ErrInvalidArgument and read
 // "DRIVER config: ...".
@@ -98,6 +111,21 @@ func Int64(p *int64) func(string) error {
 // Duration is a Params setter for a time.Duration field ("5s").
 func Duration(p *time.Duration) func(string) error {
 	return func(v string) (err error) { *p, err = time.ParseDuration(v); return err }
+}
+
+// SectionParams returns p with the parameters of the shared sections
+// added (see the AddParams methods); a nil section is not in the config.
+func SectionParams(p Params, t *Timeouts, r *Retry, e *Engine) Params {
+	if t != nil {
+		t.AddParams(p)
+	}
+	if r != nil {
+		r.AddParams(p)
+	}
+	if e != nil {
+		e.AddParams(p)
+	}
+	return p
 }
 
 // AddParams adds connect_timeout, request_timeout and operation_timeout,

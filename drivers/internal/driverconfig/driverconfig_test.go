@@ -19,30 +19,17 @@ type testConfig struct {
 }
 
 func (c testConfig) validate() error {
-	if err := c.Timeouts.Validate("test"); err != nil {
-		return err
-	}
-	if err := c.Retry.Validate("test"); err != nil {
-		return err
-	}
-	return c.Engine.Validate("test", "engine.")
+	return ValidateSections("test", &c.Timeouts, &c.Retry, &c.Engine)
 }
 
 func fromTestURL(u *url.URL) (testConfig, error) {
 	c := testConfig{}
 	p := Params{"name": String(&c.Name)}
-	c.Timeouts.AddParams(p)
-	c.Retry.AddParams(p)
-	c.Engine.AddParams(p)
-	return c, p.Apply("test", u.Query())
+	return c, SectionParams(p, &c.Timeouts, &c.Retry, &c.Engine).Apply("test", u.Query())
 }
 
 func parseTest(data []byte) (testConfig, error) {
-	c, err := Decode("test", "tst", data, fromTestURL)
-	if err != nil {
-		return c, err
-	}
-	return c, c.validate()
+	return Parse("test", "tst", data, fromTestURL, testConfig.validate)
 }
 
 // TestParse: YAML, JSON and URL documents decode to the same fields; bad

@@ -86,6 +86,26 @@ func setDefault[T comparable](p *T, v T) {
 	}
 }
 
+// ValidateSections validates the shared sections of a config, in the
+// order timeouts, retry, engine (whose fields sit under "engine."); a nil
+// section is not in the config.
+func ValidateSections(driver string, t *Timeouts, r *Retry, e *Engine) error {
+	if t != nil {
+		if err := t.Validate(driver); err != nil {
+			return err
+		}
+	}
+	if r != nil {
+		if err := r.Validate(driver); err != nil {
+			return err
+		}
+	}
+	if e != nil {
+		return e.Validate(driver, "engine.")
+	}
+	return nil
+}
+
 // Validate names the first negative field of t, as timeouts.FIELD.
 func (t Timeouts) Validate(driver string) error {
 	return nonNegative(driver, "timeouts.",
