@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
+	"hash/crc32"
+	"maps"
+	"slices"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -74,23 +76,63 @@ type chunkHeader struct {
 func (h chunkHeader) end() int64 { return h.Base + int64(h.Count) }
 
 // encodeChunk encodes a chunk holding batches (their BaseOffset must be
-// contiguous from base). A fence chunk has no batches.
+// contiguous from base). A fence chunk has no batches. The append path
+// builds the same bytes in place (writer.go: segments, sealChunk).
 func encodeChunk(kind byte, sess sessionKey, base int64, id putID, batches []stream.Batch) []byte {
 	size := chunkHeaderLen
 	for _, b := range batches {
 		size += batchEncodedLen(b)
 	}
-	buf := make([]byte, chunkHeaderLen, size)
-	var count uint64
-	for _, b := range batches {
-		buf = appendBatch(buf, b)
-		count += uint64(b.Count)
+	buf := make([]byte, size)
+	off := chunkHeaderLen
+	spans := make([]batchSpan, len(batches))
+	for i, b := range batches {
+		n := batchEncodedLen(b)
+		spans[i] = batchSpan{off: off, n: n, count: b.Count, rest: encodeBatchBody(buf[off:off+n], b)}
+		off += n
 	}
-	body := buf[chunkHeaderLen:]
-	h := chunkHeader{Kind: kind, Sess: sess, Base: base, Count: count, Batches: uint32(len(batches)),
-		BodyLen: uint32(len(body)), BodyCRC: stream.Checksum(body), PutID: id}
-	putChunkHeader(buf[:chunkHeaderLen], h)
+	sealChunk(buf, kind, sess, base, id, spans)
 	return buf
+}
+
+// batchSpan is one encoded batch inside a chunk buffer: n bytes at off,
+// everything but its base offset and checksum written, rest the CRC32C of
+// the bytes between those two fields.
+type batchSpan struct {
+	off, n int
+	count  uint32
+	rest   uint32
+}
+
+// combineMin is the batch size from which checksums are combined rather
+// than recomputed: below it a pass over the bytes is cheaper.
+const combineMin = 8 << 10
+
+// sealChunk completes a chunk whose batches were encoded in buf (at spans,
+// back to back from chunkHeaderLen to the end of buf): it writes every
+// batch's base offset (contiguous from base) and checksum, and the header.
+// No payload byte is read again for batches of combineMin bytes or more.
+func sealChunk(buf []byte, kind byte, sess sessionKey, base int64, id putID, spans []batchSpan) {
+	var bodyCRC uint32
+	next := base
+	for _, sp := range spans {
+		e := buf[sp.off : sp.off+sp.n]
+		binary.BigEndian.PutUint64(e, uint64(next))
+		next += int64(sp.count)
+		var crc uint32
+		if sp.n < combineMin {
+			crc = stream.Checksum(e[:sp.n-4])
+			binary.BigEndian.PutUint32(e[sp.n-4:], crc)
+			bodyCRC = crc32.Update(bodyCRC, castagnoli, e)
+			continue
+		}
+		crc = crcCombine(stream.Checksum(e[:8]), sp.rest, sp.n-12)
+		binary.BigEndian.PutUint32(e[sp.n-4:], crc)
+		bodyCRC = crcCombine(bodyCRC, crc32.Update(crc, castagnoli, e[sp.n-4:]), sp.n)
+	}
+	h := chunkHeader{Kind: kind, Sess: sess, Base: base, Count: uint64(next - base), Batches: uint32(len(spans)),
+		BodyLen: uint32(len(buf) - chunkHeaderLen), BodyCRC: bodyCRC, PutID: id}
+	putChunkHeader(buf[:chunkHeaderLen], h)
 }
 
 func putChunkHeader(b []byte, h chunkHeader) {
@@ -189,27 +231,38 @@ func batchEncodedLen(b stream.Batch) int {
 	return n
 }
 
-func appendBatch(buf []byte, b stream.Batch) []byte {
-	start := len(buf)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(b.BaseOffset))
-	buf = binary.BigEndian.AppendUint32(buf, b.Count)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(b.Timestamp))
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(b.Properties)))
-	keys := make([]string, 0, len(b.Properties))
-	for k := range b.Properties {
-		keys = append(keys, k)
+// copyBlock is how much payload encodeBatchBody copies before checksumming
+// it: small enough that the checksum reads the copy from the CPU cache.
+const copyBlock = 64 << 10
+
+// encodeBatchBody writes the encoding of b into e (len(e) ==
+// batchEncodedLen(b)) except its first 8 bytes (the base offset, assigned
+// at the cut) and its last 4 (the checksum, which covers the base), and
+// returns the CRC32C of the bytes in between. The payload is copied and
+// checksummed block by block, so it is read from memory once.
+func encodeBatchBody(e []byte, b stream.Batch) uint32 {
+	binary.BigEndian.PutUint32(e[8:], b.Count)
+	binary.BigEndian.PutUint64(e[12:], uint64(b.Timestamp))
+	binary.BigEndian.PutUint32(e[20:], uint32(len(b.Properties)))
+	off := 24
+	if len(b.Properties) > 0 {
+		for _, k := range slices.Sorted(maps.Keys(b.Properties)) {
+			v := b.Properties[k]
+			binary.BigEndian.PutUint32(e[off:], uint32(len(k)))
+			off += 4 + copy(e[off+4:], k)
+			binary.BigEndian.PutUint32(e[off:], uint32(len(v)))
+			off += 4 + copy(e[off+4:], v)
+		}
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := b.Properties[k]
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(k)))
-		buf = append(buf, k...)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(v)))
-		buf = append(buf, v...)
+	binary.BigEndian.PutUint32(e[off:], uint32(len(b.Payload)))
+	off += 4
+	crc := stream.Checksum(e[8:off])
+	for p := b.Payload; len(p) > 0; {
+		n := copy(e[off:], p[:min(len(p), copyBlock)])
+		crc = crc32.Update(crc, castagnoli, e[off:off+n])
+		off, p = off+n, p[n:]
 	}
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(b.Payload)))
-	buf = append(buf, b.Payload...)
-	return binary.BigEndian.AppendUint32(buf, stream.Checksum(buf[start:]))
+	return crc
 }
 
 // bytesReader is a bounds-checked cursor over bytes from outside.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -36,6 +37,8 @@ type writer struct {
 	intakeBytes int
 	iclosed     bool
 	space       chan struct{} // closed when the intake is taken (backpressure)
+	seg         *segment      // the segment Appends encode into, nil after a cut took it
+	segHint     int           // capacity of the next segment's batch area
 
 	// Owned by run.
 	ch          chain
@@ -66,10 +69,34 @@ type view struct {
 }
 
 type appendReq struct {
-	b        stream.Batch
+	b        stream.Batch // Payload aliases seg.buf
 	size     int
+	seg      *segment
+	span     batchSpan // where b is encoded in seg.buf
 	at       time.Time
 	complete func(stream.AppendResult, error)
+}
+
+// segment is a chunk being built: Append encodes each batch straight into
+// the segment the next chunk will be put from, behind room for the chunk
+// header, so a payload is copied once, at Append (the caller may reuse its
+// buffer as soon as Append returns), and checksummed once. A new segment
+// starts where the cut's greedy packing would start a new chunk (the next
+// batch would pass MaxChunkBytes), when the segment is full (the next one
+// gets twice the room), and after a cut took it; the cut seals it with the
+// offsets, checksums and header (sealChunk). A cut stops at the end of a
+// segment unless it was outgrown. Chunks that are not a whole
+// segment's prefix (while segments grow, after a failure, or on a
+// re-placement, whose earlier put may still be reading its bytes) are
+// copied into a buffer of their own instead.
+type segment struct {
+	buf  []byte // chunkHeaderLen bytes of room, then the encoded batches
+	size int    // Batch.Size of the batches in it
+	reqs int    // how many
+	// outgrown: Appends moved on for lack of room, not because a chunk
+	// ends here; a cut may go on into the next segment (and copy).
+	outgrown bool
+	copying  sync.WaitGroup // Appends still copying their batch into buf
 }
 
 type trimReq struct {
@@ -95,6 +122,7 @@ type pend struct {
 	data        []byte
 	state       int
 	gen         int
+	mem         int // bytes the acked batches pin in the cache
 	confirmedAt uint64
 	err         error
 }
@@ -156,8 +184,8 @@ func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 		return stream.FailedAppend(err)
 	}
 	f, complete := stream.NewAppendFuture()
-	// The engine owns its copy: the caller may reuse b's buffers at once.
-	r := &appendReq{b: copyBatch(b), size: b.Size(), complete: complete}
+	r := &appendReq{size: b.Size(), complete: complete}
+	enc := batchEncodedLen(b)
 	for {
 		w.imu.Lock()
 		if w.iclosed {
@@ -165,9 +193,14 @@ func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 			return stream.FailedAppend(w.closedErr())
 		}
 		if w.intakeBytes == 0 || w.intakeBytes+r.size <= w.maxQueuedBytes() {
+			e := w.reserve(r, b, enc)
 			w.intake = append(w.intake, r)
 			w.intakeBytes += r.size
 			w.imu.Unlock()
+			// The engine's copy, outside the lock: the caller may reuse
+			// b's buffers once Append returns. The cut waits for it.
+			r.span.rest = encodeBatchBody(e, b)
+			r.seg.copying.Done()
 			select {
 			case w.kick <- struct{}{}:
 			default:
@@ -188,6 +221,48 @@ func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 			return stream.FailedAppend(w.closedErr())
 		}
 	}
+}
+
+// reserve places r's encoding (enc bytes) in the open segment, or in a new
+// one (w.imu held), and returns where Append is to write it. Segments start small and double while appends queue up
+// faster than chunks are cut, up to a whole chunk.
+func (w *writer) reserve(r *appendReq, b stream.Batch, enc int) []byte {
+	limit := w.s.opts.MaxChunkBytes
+	seg := w.seg
+	if seg != nil && (seg.size+r.size > limit || len(seg.buf)+enc > cap(seg.buf)) {
+		if seg.size+r.size <= limit {
+			seg.outgrown = true
+			w.segHint = min(2*(cap(seg.buf)-chunkHeaderLen), limit+limit/8+4096)
+		}
+		seg = nil
+	}
+	if seg == nil {
+		seg = &segment{buf: make([]byte, chunkHeaderLen, chunkHeaderLen+max(enc, w.segHint))}
+		w.seg = seg
+	}
+	r.seg, r.span = seg, batchSpan{off: len(seg.buf), n: enc, count: b.Count}
+	seg.buf = seg.buf[:len(seg.buf)+enc]
+	seg.size += r.size
+	seg.reqs++
+	seg.copying.Add(1)
+	pay := r.span.off + enc - 4 - len(b.Payload)
+	r.b = stream.Batch{Count: b.Count, Timestamp: b.Timestamp, Properties: maps.Clone(b.Properties),
+		Payload: seg.buf[pay : pay+len(b.Payload) : pay+len(b.Payload)]}
+	return seg.buf[r.span.off : r.span.off+enc]
+}
+
+// sealSegment stops Appends from adding to seg once a cut took it (or its
+// appends failed), and waits for the copies into it.
+func (w *writer) sealSegment(seg *segment) {
+	w.imu.Lock()
+	if w.seg == seg {
+		w.seg = nil
+		if seg.reqs == 1 {
+			w.segHint = len(seg.buf) - chunkHeaderLen // one append per chunk: no room to spare
+		}
+	}
+	w.imu.Unlock()
+	seg.copying.Wait()
 }
 
 // takeIntake moves admitted appends to the session's queue while it has
@@ -447,7 +522,7 @@ func (w *writer) canCut() bool {
 func (w *writer) cut() {
 	limit := w.s.opts.MaxChunkBytes
 	n, size := 0, 0
-	for n < len(w.queue) && (n == 0 || size+w.queue[n].size <= limit) {
+	for n < len(w.queue) && (n == 0 || size+w.queue[n].size <= limit && (w.queue[n].seg == w.queue[n-1].seg || w.queue[n-1].seg.outgrown)) {
 		size += w.queue[n].size
 		n++
 	}
@@ -474,10 +549,51 @@ func (w *writer) place(p *pend, slot uint64, base int64) {
 	}
 	p.end = off
 	p.id = w.s.newPutID()
-	p.data = encodeChunk(chunkData, w.self, base, p.id, p.batches)
+	var spans []batchSpan
+	p.data, spans, p.mem = w.chunkBuffer(p)
+	sealChunk(p.data, chunkData, w.self, base, p.id, spans)
 	p.state = stInflight
 	p.gen++
 	w.startPut(p)
+}
+
+// chunkBuffer returns the buffer p's chunk is put from, the spans of its
+// batches in it, and the memory its batches pin (their segments). On its
+// first placement a chunk that is a whole segment's prefix is put from the
+// segment itself; otherwise (the chunk's appends do not start a segment,
+// or an earlier put of it may still be reading its bytes: a put abandoned
+// at OpTimeout runs on) its batches are copied into a new buffer.
+func (w *writer) chunkBuffer(p *pend) ([]byte, []batchSpan, int) {
+	spans := make([]batchSpan, len(p.reqs))
+	mem, whole := 0, p.gen == 0
+	var seg *segment
+	for i, r := range p.reqs {
+		if r.seg != seg {
+			seg = r.seg
+			w.sealSegment(seg)
+			mem += cap(seg.buf)
+		}
+		spans[i] = r.span
+		if i == 0 && r.span.off != chunkHeaderLen || i > 0 && (r.seg != p.reqs[0].seg || r.span.off != spans[i-1].off+spans[i-1].n) {
+			whole = false
+		}
+	}
+	if whole {
+		end := spans[len(spans)-1].off + spans[len(spans)-1].n
+		return p.reqs[0].seg.buf[:end:end], spans, mem
+	}
+	size := chunkHeaderLen
+	for _, sp := range spans {
+		size += sp.n
+	}
+	buf := make([]byte, size)
+	off := chunkHeaderLen
+	for i, r := range p.reqs {
+		copy(buf[off:off+r.span.n], r.seg.buf[r.span.off:r.span.off+r.span.n])
+		spans[i].off = off
+		off += r.span.n
+	}
+	return buf, spans, mem
 }
 
 // startPut runs p's put-if-absent and, on a collision, reads the winner's
@@ -649,7 +765,7 @@ func (w *writer) ack(h *pend) {
 	w.ch.Entries = append(w.ch.Entries, indexEntry{Seq: h.slot, Base: h.base, Count: uint64(h.end - h.base), PutID: h.id})
 	w.ch.Tail = tail{Seq: h.slot + 1, Next: h.end, Max: w.self}
 	w.sinceManifest++
-	w.s.cache.add(w.l, h.slot, h.id, h.batches, len(h.data))
+	w.s.cache.add(w.l, h.slot, h.id, h.batches, h.mem)
 	w.publish() // before the futures: a Fetch after an ack sees it
 	for i, r := range h.reqs {
 		b := h.batches[i]
@@ -704,6 +820,9 @@ func (w *writer) fail(i int, err error) {
 }
 
 func (w *writer) failQueue(err error) {
+	if len(w.queue) > 0 {
+		w.sealSegment(w.queue[len(w.queue)-1].seg) // later appends start a chunk of their own
+	}
 	for _, r := range w.queue {
 		r.complete(stream.AppendResult{}, err)
 	}
