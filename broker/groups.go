@@ -57,12 +57,16 @@ type groupCoordinator struct {
 	b      *Broker
 	mu     sync.Mutex
 	groups map[string]*group
+	// pending holds member ids handed out with MEMBER_ID_REQUIRED (KIP-394)
+	// and not joined yet, keyed group + "\x00" + id, with their expiry.
+	// They are not members, so an abandoned join never holds a rebalance.
+	pending map[string]time.Time
 	stop   chan struct{}
 	done   chan struct{}
 }
 
 func newGroupCoordinator(b *Broker) *groupCoordinator {
-	gc := &groupCoordinator{b: b, groups: map[string]*group{}, stop: make(chan struct{}), done: make(chan struct{})}
+	gc := &groupCoordinator{b: b, groups: map[string]*group{}, pending: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go gc.expireLoop()
 	return gc
 }
@@ -95,6 +99,11 @@ func (gc *groupCoordinator) expireLoop() {
 		}
 		now := time.Now()
 		gc.mu.Lock()
+		for k, exp := range gc.pending {
+			if now.After(exp) {
+				delete(gc.pending, k)
+			}
+		}
 		for _, g := range gc.groups {
 			for _, m := range g.members {
 				if m.join == nil && now.Sub(m.lastSeen) > m.sessionTimeout {
@@ -280,6 +289,33 @@ func (gc *groupCoordinator) completeJoin(g *group) {
 		m.join = nil
 	}
 	gc.b.log.Info("group rebalanced", "group", g.name, "generation", g.generation, "members", len(ids), "protocol", g.protocol)
+	// Members that do not sync within the rebalance timeout (a client that
+	// gave up on its join) are removed, so the others are not held.
+	var wait time.Duration
+	for _, m := range g.members {
+		wait = max(wait, m.rebalanceTimeout)
+	}
+	gen := g.generation
+	g.timer = time.AfterFunc(wait, func() {
+		gc.mu.Lock()
+		defer gc.mu.Unlock()
+		if g.state != stateCompleting || g.generation != gen {
+			return
+		}
+		for _, m := range g.members {
+			if m.sync == nil {
+				gc.b.log.Info("group member did not sync in time", "group", g.name, "member", m.id)
+				gc.failWaiters(g, m, kerr.UnknownMemberID.Code)
+				delete(g.members, m.id)
+			}
+		}
+		if len(g.members) == 0 {
+			g.state, g.protocol, g.leader = stateEmpty, "", ""
+			g.generation++
+			return
+		}
+		gc.prepareRebalance(g)
+	})
 }
 
 func protocolMetadata(m *member, name string) []byte {
@@ -321,15 +357,34 @@ func (gc *groupCoordinator) join(cc *conn, r *kmsg.JoinGroupRequest, resp *kmsg.
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
 	var m *member
-	if r.MemberID == "" {
-		m = &member{id: newMemberID(cc.clientID), clientID: cc.clientID, clientHost: cc.remote}
+	if r.MemberID == "" && r.Version >= 4 {
+		// KIP-394: hand out an id and let the client join with it.
+		id := newMemberID(cc.clientID)
+		gc.pending[r.Group+"\x00"+id] = time.Now().Add(time.Duration(r.SessionTimeoutMillis) * time.Millisecond)
+		gc.mu.Unlock()
+		resp.MemberID = id
+		return fail(kerr.MemberIDRequired.Code)
+	}
+	if r.MemberID != "" {
+		m = g.members[r.MemberID]
+		if m == nil {
+			if _, ok := gc.pending[r.Group+"\x00"+r.MemberID]; !ok {
+				gc.mu.Unlock()
+				return fail(kerr.UnknownMemberID.Code)
+			}
+			delete(gc.pending, r.Group+"\x00"+r.MemberID)
+		}
+	}
+	if m == nil {
+		id := r.MemberID
+		if id == "" {
+			id = newMemberID(cc.clientID)
+		}
+		m = &member{id: id, clientID: cc.clientID, clientHost: cc.remote}
 		if r.InstanceID != nil {
 			m.instanceID = *r.InstanceID
 		}
 		g.members[m.id] = m
-	} else if m = g.members[r.MemberID]; m == nil {
-		gc.mu.Unlock()
-		return fail(kerr.UnknownMemberID.Code)
 	}
 	if m.join != nil {
 		m.join <- kmsg.JoinGroupResponse{ErrorCode: kerr.RebalanceInProgress.Code, Generation: -1, MemberID: m.id}
@@ -344,6 +399,7 @@ func (gc *groupCoordinator) join(cc *conn, r *kmsg.JoinGroupRequest, resp *kmsg.
 		m.rebalanceTimeout = m.sessionTimeout
 	}
 	m.lastSeen = time.Now()
+	gc.b.log.Debug("group join", "group", g.name, "member", m.id, "requested_member", r.MemberID, "state", g.state, "client", cc.remote)
 	ch := make(chan kmsg.JoinGroupResponse, 1)
 	m.join = ch
 	if g.state != statePreparing {
@@ -408,6 +464,10 @@ func (gc *groupCoordinator) sync(r *kmsg.SyncGroupRequest, resp *kmsg.SyncGroupR
 			}
 		}
 		g.state = stateStable
+		if g.timer != nil {
+			g.timer.Stop()
+			g.timer = nil
+		}
 		resp.MemberAssignment = m.assignment
 		gc.mu.Unlock()
 		return 0
@@ -445,6 +505,9 @@ func (gc *groupCoordinator) heartbeat(r *kmsg.HeartbeatRequest, resp *kmsg.Heart
 		resp.ErrorCode = kerr.RebalanceInProgress.Code
 	default:
 		m.lastSeen = time.Now()
+	}
+	if resp.ErrorCode != 0 {
+		gc.b.log.Debug("group heartbeat refused", "group", r.Group, "member", r.MemberID, "generation", r.Generation, "code", errorFor(resp.ErrorCode))
 	}
 	return resp.ErrorCode
 }
