@@ -61,8 +61,8 @@ type groupCoordinator struct {
 	// and not joined yet, keyed group + "\x00" + id, with their expiry.
 	// They are not members, so an abandoned join never holds a rebalance.
 	pending map[string]time.Time
-	stop   chan struct{}
-	done   chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 func newGroupCoordinator(b *Broker) *groupCoordinator {
