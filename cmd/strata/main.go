@@ -1,7 +1,8 @@
-// Command strata is the Strata CLI: it runs the conformance suite against a
-// driver, lists drivers, and (in later releases) starts a broker and runs
-// benchmarks.
+// Command strata is the Strata CLI: it starts a Kafka-protocol broker on
+// shared storage, runs the conformance suite against a driver, and lists
+// drivers.
 //
+//	strata serve                   a Kafka-protocol broker (nfs driver on ./strata-data by default)
 //	strata drivers                 list built-in drivers and plugin binaries
 //	strata conformance --driver D  run the conformance suite on a driver
 //	strata version                 print the version
@@ -22,6 +23,9 @@ const version = "0.1.0"
 const usage = `strata: Kafka-style partitions on shared storage.
 
 Usage:
+  strata serve [--config FILE] [--listen HOST:PORT] [--data DIR]
+                                 a Kafka-protocol broker on shared storage; without --config the
+                                 nfs driver on the --data directory (see strata serve -h)
   strata drivers [--json]        built-in drivers and plugin binaries on $STRATA_PLUGIN_DIR, with their Info
   strata conformance --driver NAME|PATH [flags]
                                  run the conformance suite against a driver (see strata conformance -h)
