@@ -91,7 +91,8 @@ func (b *Broker) serveConn(nc net.Conn) {
 	delete(b.conns, nc)
 	b.connMu.Unlock()
 	b.metrics.connections.Add(-1)
-	if err != nil && !errors.Is(err, io.EOF) && !b.closed.Load() {
+	// readLoop always ends with an error (io.EOF when the client hung up).
+	if !errors.Is(err, io.EOF) && !b.closed.Load() {
 		b.log.Debug("connection closed", "remote", cc.remote, "client_id", cc.clientID, "err", err)
 	}
 }

@@ -368,15 +368,15 @@ func checkInfo(name string, st stream.Store, allowNonDurable bool) error {
 	info := st.Info()
 	switch {
 	case info.Driver == "":
-		return errors.New("Info check: the driver reports no name")
+		return errors.New("info check: the driver reports no name")
 	case info.MaxBatchBytes < 1<<20:
-		return fmt.Errorf("Info check: MaxBatchBytes %d is below the 1 MiB a Kafka batch needs", info.MaxBatchBytes)
+		return fmt.Errorf("info check: MaxBatchBytes %d is below the 1 MiB a Kafka batch needs", info.MaxBatchBytes)
 	case info.MaxFetchBytes <= 0:
-		return fmt.Errorf("Info check: MaxFetchBytes %d", info.MaxFetchBytes)
+		return fmt.Errorf("info check: MaxFetchBytes %d", info.MaxFetchBytes)
 	case !allowNonDurable && !info.Durable:
-		return fmt.Errorf("Info check: driver %s (%s) is not durable (acks would not survive a crash); set allow_non_durable: true for tests", name, info.Driver)
+		return fmt.Errorf("info check: driver %s (%s) is not durable (acks would not survive a crash); set allow_non_durable: true for tests", name, info.Driver)
 	case !allowNonDurable && !info.SharedNamespace:
-		return fmt.Errorf("Info check: driver %s (%s) has no shared namespace (no takeover possible); set allow_non_durable: true for tests", name, info.Driver)
+		return fmt.Errorf("info check: driver %s (%s) has no shared namespace (no takeover possible); set allow_non_durable: true for tests", name, info.Driver)
 	}
 	return nil
 }
