@@ -1,8 +1,6 @@
 package hdfs
 
 import (
-	"bytes"
-	"fmt"
 	"net"
 	"net/url"
 	"path"
@@ -10,9 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/drivers/internal/driverconfig"
 )
 
 // Config configures the hdfs driver. It is read from YAML or JSON (see
@@ -87,7 +83,8 @@ type Kerberos struct {
 }
 
 // Timeouts bound the driver's waits; running out gives
-// stream.ErrUnavailable.
+// stream.ErrUnavailable. Unlike the other chunked drivers, hdfs has no
+// per-request timeout: Operation bounds each NameNode RPC too.
 type Timeouts struct {
 	// Connect bounds dialing a NameNode or DataNode. Default 5s.
 	Connect time.Duration `yaml:"connect"`
@@ -96,29 +93,23 @@ type Timeouts struct {
 	Operation time.Duration `yaml:"operation"`
 }
 
+// shared is t as the shared Timeouts section (no Request), for its
+// defaults and validation.
+func (t Timeouts) shared() driverconfig.Timeouts {
+	return driverconfig.Timeouts{Connect: t.Connect, Operation: t.Operation}
+}
+
 // Engine tunes the chunked engine the driver runs on. Zero values take the
 // engine's defaults.
-type Engine struct {
-	// Linger is how long an append may wait for others to share its chunk.
-	Linger time.Duration `yaml:"linger"`
-	// MaxChunkBytes caps the payload of one chunk file.
-	MaxChunkBytes int `yaml:"max_chunk_bytes"`
-	// MaxInflightChunks caps the chunk puts in flight per stream.
-	MaxInflightChunks int `yaml:"max_inflight_chunks"`
-	// MaxBatchBytes is the largest batch accepted.
-	MaxBatchBytes int `yaml:"max_batch_bytes"`
-	// CacheBytes sizes the read cache of recent chunks; negative disables
-	// it.
-	CacheBytes int64 `yaml:"cache_bytes"`
-}
+type Engine = driverconfig.Engine
 
 // Defaults of Config.
 const (
 	DefaultRoot             = "/strata"
 	DefaultConnections      = 4
 	DefaultTempMaxAge       = 15 * time.Minute
-	DefaultConnectTimeout   = 5 * time.Second
-	DefaultOperationTimeout = 60 * time.Second
+	DefaultConnectTimeout   = driverconfig.DefaultConnectTimeout
+	DefaultOperationTimeout = driverconfig.DefaultOperationTimeout
 	DefaultKrb5Conf         = "/etc/krb5.conf"
 )
 
@@ -132,19 +123,9 @@ const (
 // &operation_timeout=D&linger=D&max_chunk_bytes=N&max_inflight_chunks=N
 // &cache_bytes=N (Kerberos needs the YAML form).
 func ParseConfig(data []byte) (Config, error) {
-	var c Config
-	text := bytes.TrimSpace(data)
-	if bytes.HasPrefix(text, []byte("hdfs://")) {
-		var err error
-		if c, err = parseURL(string(text)); err != nil {
-			return Config{}, err
-		}
-	} else {
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&c); err != nil {
-			return Config{}, fmt.Errorf("%w: hdfs config: %v", stream.ErrInvalidArgument, err)
-		}
+	c, err := driverconfig.Decode(DriverName, "hdfs", data, fromURL)
+	if err != nil {
+		return Config{}, err
 	}
 	c = c.withDefaults()
 	if err := c.Validate(); err != nil {
@@ -153,50 +134,27 @@ func ParseConfig(data []byte) (Config, error) {
 	return c, nil
 }
 
-// parseURL reads the hdfs:// form documented on ParseConfig.
-func parseURL(raw string) (Config, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return Config{}, fmt.Errorf("%w: hdfs config URL: %v", stream.ErrInvalidArgument, err)
-	}
+// fromURL reads the hdfs:// form documented on ParseConfig.
+func fromURL(u *url.URL) (Config, error) {
 	c := Config{Root: u.Path}
 	if u.Host != "" {
 		c.NameNodes = strings.Split(u.Host, ",")
 	}
-	bad := func(k string, err error) error {
-		return fmt.Errorf("%w: hdfs config URL: parameter %s: %v", stream.ErrInvalidArgument, k, err)
+	p := driverconfig.Params{
+		"user":              driverconfig.String(&c.User),
+		"replication":       driverconfig.Int(&c.Replication),
+		"block_size":        driverconfig.Int64(&c.BlockSize),
+		"connections":       driverconfig.Int(&c.Connections),
+		"temp_max_age":      driverconfig.Duration(&c.TempMaxAge),
+		"connect_timeout":   driverconfig.Duration(&c.Timeouts.Connect),
+		"operation_timeout": driverconfig.Duration(&c.Timeouts.Operation),
 	}
-	for k, vs := range u.Query() {
-		v := vs[len(vs)-1]
-		switch k {
-		case "user":
-			c.User = v
-		case "replication":
-			c.Replication, err = strconv.Atoi(v)
-		case "block_size":
-			c.BlockSize, err = strconv.ParseInt(v, 10, 64)
-		case "connections":
-			c.Connections, err = strconv.Atoi(v)
-		case "temp_max_age":
-			c.TempMaxAge, err = time.ParseDuration(v)
-		case "connect_timeout":
-			c.Timeouts.Connect, err = time.ParseDuration(v)
-		case "operation_timeout":
-			c.Timeouts.Operation, err = time.ParseDuration(v)
-		case "linger":
-			c.Engine.Linger, err = time.ParseDuration(v)
-		case "max_chunk_bytes":
-			c.Engine.MaxChunkBytes, err = strconv.Atoi(v)
-		case "max_inflight_chunks":
-			c.Engine.MaxInflightChunks, err = strconv.Atoi(v)
-		case "cache_bytes":
-			c.Engine.CacheBytes, err = strconv.ParseInt(v, 10, 64)
-		default:
-			err = fmt.Errorf("unknown parameter")
-		}
-		if err != nil {
-			return Config{}, bad(k, err)
-		}
+	c.Engine.AddParams(p)
+	// The hdfs:// form has never taken max_batch_bytes (the YAML form
+	// does); it stays an unknown parameter here.
+	delete(p, "max_batch_bytes")
+	if err := p.Apply(DriverName, u.Query()); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }
@@ -215,12 +173,8 @@ func (c Config) withDefaults() Config {
 	if c.TempMaxAge == 0 {
 		c.TempMaxAge = DefaultTempMaxAge
 	}
-	if c.Timeouts.Connect == 0 {
-		c.Timeouts.Connect = DefaultConnectTimeout
-	}
-	if c.Timeouts.Operation == 0 {
-		c.Timeouts.Operation = DefaultOperationTimeout
-	}
+	t := c.Timeouts.shared().WithDefaults()
+	c.Timeouts = Timeouts{Connect: t.Connect, Operation: t.Operation}
 	if c.Kerberos != nil && c.Kerberos.Krb5Conf == "" {
 		c.Kerberos.Krb5Conf = DefaultKrb5Conf
 	}
@@ -230,7 +184,7 @@ func (c Config) withDefaults() Config {
 // Validate checks a defaulted Config; the error names the bad field.
 func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: hdfs config: %s: %s", stream.ErrInvalidArgument, field, fmt.Sprintf(format, args...))
+		return driverconfig.Invalid(DriverName, field, format, args...)
 	}
 	if len(c.NameNodes) == 0 {
 		return bad("namenodes", "required (host:port of each NameNode)")
@@ -260,20 +214,15 @@ func (c Config) Validate() error {
 		return bad("block_size", "%d < 0", c.BlockSize)
 	case c.Connections < 0 || c.Connections > 64:
 		return bad("connections", "%d is out of 1..64", c.Connections)
-	case c.Timeouts.Connect < 0:
-		return bad("timeouts.connect", "%v < 0", c.Timeouts.Connect)
-	case c.Timeouts.Operation < 0:
-		return bad("timeouts.operation", "%v < 0", c.Timeouts.Operation)
-	case c.TempMaxAge < 2*c.Timeouts.Operation:
+	}
+	if err := c.Timeouts.shared().Validate(DriverName); err != nil {
+		return err
+	}
+	if c.TempMaxAge < 2*c.Timeouts.Operation {
 		return bad("temp_max_age", "%v must be at least twice timeouts.operation (%v)", c.TempMaxAge, c.Timeouts.Operation)
-	case c.Engine.Linger < 0:
-		return bad("engine.linger", "%v < 0", c.Engine.Linger)
-	case c.Engine.MaxChunkBytes < 0:
-		return bad("engine.max_chunk_bytes", "%d < 0", c.Engine.MaxChunkBytes)
-	case c.Engine.MaxInflightChunks < 0:
-		return bad("engine.max_inflight_chunks", "%d < 0", c.Engine.MaxInflightChunks)
-	case c.Engine.MaxBatchBytes < 0:
-		return bad("engine.max_batch_bytes", "%d < 0", c.Engine.MaxBatchBytes)
+	}
+	if err := c.Engine.Validate(DriverName, "engine."); err != nil {
+		return err
 	}
 	switch c.DataTransferProtection {
 	case "", "authentication", "integrity", "privacy":

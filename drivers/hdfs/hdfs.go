@@ -21,6 +21,7 @@ package hdfs
 import (
 	"context"
 
+	"github.com/stratastream/strata/drivers/internal/driverconfig"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/chunked"
 )
@@ -31,42 +32,30 @@ const DriverName = "hdfs"
 // Version is the driver's version, reported in stream.Info.
 const Version = "0.1.0"
 
+// opener is the Open sequence: ParseConfig, NewStorage, the chunked
+// engine.
+var opener = driverconfig.Opener[Config, *Storage]{
+	Parse:      ParseConfig,
+	NewStorage: NewStorage,
+	Options:    func(st *Storage) chunked.Options { return engineOptions(st.cfg) },
+}
+
 // Open is the driver's stream.Opener: it parses config (YAML, JSON or an
 // hdfs:// URL; see ParseConfig), connects and checks the root (NewStorage)
-// and returns the chunked engine on that Storage.
+// and returns the chunked engine on that Storage. Closing the Store closes
+// the Storage.
 func Open(ctx context.Context, config []byte) (stream.Store, error) {
-	st, err := OpenStorage(ctx, config)
-	if err != nil {
-		return nil, err
-	}
-	store, err := chunked.NewStore(st, engineOptions(st.cfg))
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return store, nil
+	return opener.Open(ctx, config)
 }
 
 // OpenStorage parses config like Open and returns the Storage alone,
 // without the engine (for storagetest, tools and benchmarks).
 func OpenStorage(ctx context.Context, config []byte) (*Storage, error) {
-	cfg, err := ParseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return NewStorage(ctx, cfg)
+	return opener.OpenStorage(ctx, config)
 }
 
-// engineOptions maps a defaulted config to the engine's options.
+// engineOptions maps a defaulted config to the engine's options; the
+// engine bounds each Storage call by timeouts.operation.
 func engineOptions(cfg Config) chunked.Options {
-	return chunked.Options{
-		Driver:            DriverName,
-		Version:           Version,
-		Linger:            cfg.Engine.Linger,
-		MaxChunkBytes:     cfg.Engine.MaxChunkBytes,
-		MaxInflightChunks: cfg.Engine.MaxInflightChunks,
-		MaxBatchBytes:     cfg.Engine.MaxBatchBytes,
-		CacheBytes:        cfg.Engine.CacheBytes,
-		OpTimeout:         cfg.Timeouts.Operation,
-	}
+	return cfg.Engine.Options(DriverName, Version, cfg.Timeouts.Operation)
 }
