@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/broker"
+	"github.com/stratastream/strata/drivers/memory"
+	"github.com/stratastream/strata/stream/chunked"
+)
+
+// startBroker serves a broker on a fresh memory namespace and returns its
+// address.
+func startBroker(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.New(context.Background(), broker.Config{Store: memory.New(memory.Config{Namespace: "bench-broker-" + runID()}), Advertise: ln.Addr().String(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	go func() { _ = b.Serve(ln) }()
+	t.Cleanup(func() { _ = b.Close() })
+	return ln.Addr().String()
+}
+
+// TestWorkloads runs every workload briefly on the memory driver (and a
+// broker on it) and checks the shape of the result: the runs, the series
+// each workload reports, and that operations were counted and timed.
+func TestWorkloads(t *testing.T) {
+	addr := startBroker(t)
+	cases := []struct {
+		workload string
+		series   []string
+		requests bool
+	}{
+		{WorkloadAppend, []string{"append"}, false},
+		{WorkloadFetchTail, []string{"append", "read"}, false},
+		{WorkloadFetchCatchup, []string{"read", "append"}, false},
+		{WorkloadSharedLog, []string{"append"}, false},
+		{WorkloadRaw, []string{"put"}, true},
+		{WorkloadProduceConsume, []string{"produce", "e2e"}, false},
+	}
+	var results []Result
+	for _, tc := range cases {
+		t.Run(tc.workload, func(t *testing.T) {
+			c := Config{Workload: tc.workload, Driver: "memory", BatchBytes: 4 << 10, Inflight: 4, Streams: 2,
+				Duration: 150 * time.Millisecond, Warmup: 50 * time.Millisecond, Runs: 2,
+				PrefillBytes: 256 << 10, CatchupAppends: true, Brokers: addr}
+			var tgt Target
+			switch tc.workload {
+			case WorkloadRaw:
+				tgt.Storage = chunked.NewMemStorage()
+			case WorkloadProduceConsume:
+			default:
+				store := memory.New(memory.Config{Namespace: "bench-" + runID()})
+				t.Cleanup(func() { store.Close() })
+				tgt.Store = store
+			}
+			var progress strings.Builder
+			res, err := Execute(t.Context(), c, tgt, &progress)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Runs) != 2 {
+				t.Fatalf("%d runs, want 2", len(res.Runs))
+			}
+			for i, r := range res.Runs {
+				if r.Seconds <= 0 || len(r.Metrics) != len(tc.series) {
+					t.Fatalf("run %d: %+v, want %d series", i, r, len(tc.series))
+				}
+				for j, m := range r.Metrics {
+					if m.Name != tc.series[j] {
+						t.Errorf("run %d series %d: %q, want %q", i, j, m.Name, tc.series[j])
+					}
+				}
+			}
+			if len(res.Median) != len(tc.series) {
+				t.Fatalf("median has %d series, want %d", len(res.Median), len(tc.series))
+			}
+			// The first series always moves data in a run of 150 ms; its
+			// latencies are ordered percentiles.
+			m := res.Median[0]
+			if m.Ops <= 0 || m.Bytes <= 0 || m.MBps <= 0 {
+				t.Errorf("series %s counted nothing: %+v", m.Name, m)
+			}
+			if l := m.Latency; l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
+				t.Errorf("series %s latency percentiles out of order: %+v", m.Name, l)
+			}
+			if (res.Requests != nil) != tc.requests {
+				t.Errorf("requests = %+v, want counted: %v", res.Requests, tc.requests)
+			}
+			if tc.requests && res.Requests.PutsPerGiB <= 0 {
+				t.Errorf("requests counted no puts: %+v", res.Requests)
+			}
+			if !strings.Contains(progress.String(), "[run 2/2]") {
+				t.Errorf("progress lacks the run lines: %q", progress.String())
+			}
+			results = append(results, res)
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	var table strings.Builder
+	if err := WriteTable(&table, results); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(table.String(), "\n"); got != 1+9 {
+		t.Errorf("table has %d lines, want a header and 9 rows:\n%s", got, table.String())
+	}
+	dir := t.TempDir()
+	if err := WriteCharts(dir, results); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"throughput.png", "latency.png"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || len(b) < 8 || string(b[1:4]) != "PNG" {
+			t.Errorf("%s: not a PNG (%v)", f, err)
+		}
+	}
+}
+
+// TestMarkdownPairs checks that the side-by-side tables pair the right
+// results: out-of-process with in-process, append with raw, catch-up with
+// append alone.
+func TestMarkdownPairs(t *testing.T) {
+	metric := func(name string, mbps, p99 float64) Metric {
+		return Metric{Name: name, MBps: mbps, Latency: Latency{P99: p99}}
+	}
+	base := Config{Driver: "nfs", BatchBytes: 1 << 20, Inflight: 4, Streams: 1, Duration: time.Second, Runs: 1}
+	with := func(f func(*Config), ms ...Metric) Result {
+		c := base
+		f(&c)
+		if err := c.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		return Result{Config: c, Median: ms, Runs: []Run{{Seconds: 1, Metrics: ms}}}
+	}
+	rep := Report{Results: []Result{
+		with(func(c *Config) { c.Workload = WorkloadAppend }, metric("append", 100, 10)),
+		with(func(c *Config) { c.Workload = WorkloadAppend; c.OutOfProcess = true }, metric("append", 80, 12)),
+		with(func(c *Config) { c.Workload = WorkloadRaw; c.Inflight = 1; c.Streams = 4 }, metric("put", 200, 5)),
+		with(func(c *Config) {
+			c.Workload = WorkloadFetchCatchup
+			c.CatchupAppends = true
+			c.PrefillBytes = 1 << 30
+		}, metric("read", 300, 3), metric("append", 90, 13)),
+	}}
+	var b strings.Builder
+	WriteMarkdown(&b, rep, "bench")
+	out := b.String()
+	for _, want := range []string{
+		"| 100.0 | 80.0 | 0.80 | 10.00 | 12.00 | +2.00 |",
+		"| 200.0 | 100.0 | 0.50 | 5.00 | 10.00 |",
+		"| 1GiB | 300.0 | 100.0 | 90.0 | 10.00 | 13.00 | +30% |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// prepareKafka creates a fresh topic of c.Streams partitions on the
+// brokers c.Brokers and returns the produce-consume workload on it: one
+// kgo producer (acks=all, idempotent, linger c.Linger, c.Inflight records
+// buffered) producing records of c.BatchBytes bytes stamped with their
+// send time, and one kgo consumer reading the topic from the start.
+// Series: produce (Produce call to ack) and e2e (Produce call to the
+// consumer's poll returning the record). The topic is deleted at cleanup.
+func prepareKafka(ctx context.Context, c Config) (*workload, error) {
+	seeds := strings.Split(c.Brokers, ",")
+	topic := "strata-bench-" + runID()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client for %s: %w", c.Brokers, err)
+	}
+	if err := createTopic(ctx, admin, topic, int32(c.Streams)); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	w := &workload{series: []string{"produce", "e2e"}}
+	w.cleanup = func(ctx context.Context) {
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.TopicNames = []string{topic}
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.Topic = &topic
+		req.Topics = append(req.Topics, rt)
+		req.TimeoutMillis = 30000
+		_, _ = req.RequestWith(ctx, admin)
+		admin.Close()
+	}
+	w.run = func(ctx context.Context, m *meter, stop <-chan struct{}) error {
+		prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(c.Linger),
+			kgo.MaxBufferedRecords(c.Inflight), kgo.ProducerBatchMaxBytes(16<<20))
+		if err != nil {
+			return fmt.Errorf("kafka producer for %s: %w", c.Brokers, err)
+		}
+		defer prod.Close()
+		cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("kafka consumer for %s: %w", c.Brokers, err)
+		}
+		defer cons.Close()
+		pollCtx, cancelPoll := context.WithCancel(ctx)
+		defer cancelPoll()
+		var mu sync.Mutex
+		var first error
+		fail := func(err error) {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+		consumed := make(chan error, 1)
+		go func() {
+			for {
+				fs := cons.PollFetches(pollCtx)
+				if pollCtx.Err() != nil {
+					consumed <- nil
+					return
+				}
+				if errs := fs.Errors(); len(errs) > 0 {
+					consumed <- fmt.Errorf("consume %s from %s: %w", topic, c.Brokers, errs[0].Err)
+					return
+				}
+				now := time.Now().UnixNano()
+				fs.EachRecord(func(r *kgo.Record) {
+					sent := int64(binary.LittleEndian.Uint64(r.Value))
+					m.record(1, int64(len(r.Value)), 1, time.Duration(now-sent))
+				})
+			}
+		}()
+		for {
+			select {
+			case <-stop:
+			default:
+				mu.Lock()
+				failed := first != nil
+				mu.Unlock()
+				if !failed {
+					v := make([]byte, c.BatchBytes)
+					start := time.Now()
+					binary.LittleEndian.PutUint64(v, uint64(start.UnixNano()))
+					prod.Produce(ctx, &kgo.Record{Value: v}, func(r *kgo.Record, err error) {
+						if err != nil {
+							fail(fmt.Errorf("produce to %s on %s: %w", topic, c.Brokers, err))
+							return
+						}
+						m.record(0, int64(len(r.Value)), 1, time.Since(start))
+					})
+					continue
+				}
+			}
+			break
+		}
+		if err := prod.Flush(ctx); err != nil {
+			fail(err)
+		}
+		cancelPoll()
+		if err := <-consumed; err != nil {
+			fail(err)
+		}
+		return first
+	}
+	return w, nil
+}
+
+// createTopic creates topic with partitions partitions on the cluster of cl.
+func createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, -1
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30000
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	if len(resp.Topics) != 1 {
+		return errors.New("create topic " + topic + ": no topic in the response")
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
+}
