@@ -87,7 +87,7 @@ func NewStorage(ctx context.Context, cfg Config) (*Storage, error) {
 		s.transport.CloseIdleConnections()
 		return nil, err
 	}
-	s.where = fmt.Sprintf("azure container %s at %s", cfg.Container, strings.TrimSuffix(s.container.URL(), "/"+cfg.Container))
+	s.where = fmt.Sprintf("azure container %s at %s", cfg.Container, strings.TrimSuffix(withoutQuery(s.container.URL()), "/"+cfg.Container))
 	if err := s.check(ctx); err != nil {
 		s.transport.CloseIdleConnections()
 		return nil, err
@@ -172,7 +172,7 @@ func (s *Storage) check(ctx context.Context) error {
 	case errors.As(err, &re):
 		return fmt.Errorf("%w: %s: probe failed: HTTP %d %s", stream.ErrUnavailable, s.where, re.StatusCode, re.ErrorCode)
 	default:
-		return fmt.Errorf("%w: %s: endpoint unreachable: %w", stream.ErrUnavailable, s.where, err)
+		return fmt.Errorf("%w: %s: endpoint unreachable: %w", stream.ErrUnavailable, s.where, redactErr(err))
 	}
 }
 
@@ -200,7 +200,7 @@ func (s *Storage) mapErr(op, key string, err error, exists bool) error {
 		return fmt.Errorf("%w: %s %s: %s: HTTP %d %s", stream.ErrUnavailable, op, key, s.where, re.StatusCode, re.ErrorCode)
 	default:
 		s.stats.errors.Add(1)
-		return fmt.Errorf("%w: %s %s: %s: %w", stream.ErrUnavailable, op, key, s.where, err)
+		return fmt.Errorf("%w: %s %s: %s: %w", stream.ErrUnavailable, op, key, s.where, redactErr(err))
 	}
 }
 
