@@ -50,6 +50,10 @@ type Config struct {
 	// above it closes the connection before anything is allocated.
 	// Default 100 MiB (Kafka's socket.request.max.bytes).
 	MaxRequestBytes int
+	// MaxConnections caps the open client connections: a connection
+	// accepted while that many are open is closed at once, before anything
+	// is read from it (Kafka's max.connections). Default 10000.
+	MaxConnections int
 	// AutoCreateTopics creates a topic a Metadata request asks for with
 	// AllowAutoTopicCreation (Kafka's auto.create.topics.enable). The
 	// default (false) is kept unless set.
@@ -126,6 +130,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 100 << 20
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 10000
 	}
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1

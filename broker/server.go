@@ -47,6 +47,12 @@ func (b *Broker) Serve(ln net.Listener) error {
 			_ = c.Close()
 			return nil
 		}
+		if len(b.conns) >= b.cfg.MaxConnections {
+			b.connMu.Unlock()
+			b.log.Debug("closing connection: too many connections", "remote", c.RemoteAddr().String(), "max", b.cfg.MaxConnections)
+			_ = c.Close()
+			continue
+		}
 		b.conns[c] = struct{}{}
 		b.connMu.Unlock()
 		b.metrics.connections.Add(1)
@@ -75,6 +81,9 @@ type conn struct {
 	clientID string
 }
 
+// maxInflightPerConn bounds the requests of one connection being handled
+// at once: when that many await their responses, the connection is not
+// read until the oldest is answered.
 const maxInflightPerConn = 64
 
 func (b *Broker) serveConn(nc net.Conn) {

@@ -49,6 +49,8 @@ type serveConfig struct {
 	DefaultPartitions int32 `yaml:"default_partitions"`
 	// MaxRequestBytes is the largest request accepted (default 100 MiB).
 	MaxRequestBytes int `yaml:"max_request_bytes"`
+	// MaxConnections caps open client connections (default 10000).
+	MaxConnections int `yaml:"max_connections"`
 	// LogFormat is text (default) or json; LogLevel debug, info (default),
 	// warn or error.
 	LogFormat string `yaml:"log_format"`
@@ -241,6 +243,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Driver:            stores[0].name,
 		Advertise:         adv,
 		MaxRequestBytes:   cfg.MaxRequestBytes,
+		MaxConnections:    cfg.MaxConnections,
 		AutoCreateTopics:  cfg.AutoCreateTopics == nil || *cfg.AutoCreateTopics,
 		DefaultPartitions: cfg.DefaultPartitions,
 		Logger:            logger,
