@@ -87,7 +87,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		catchupApp = fs.Bool("catchup-appends", true, "keep appending during fetch-catchup")
 		fetchBytes = fs.String("fetch-bytes", "1MiB", "maxBytes of one fetch")
 		brokers    = fs.String("brokers", "", "seed brokers for produce-consume (host:port,...)")
-		label      = fs.String("label", "", "prefix for configuration labels")
+		system     = fs.String("system", "", "name of the system under test in labels (default: workload and driver)")
 		jsonOut    = fs.Bool("json", false, "print one JSON report on stdout")
 		outDir     = fs.String("out", "", "directory for report.json and PNG charts")
 	)
@@ -161,12 +161,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 						for _, l := range lings {
 							c := bench.Config{Workload: wl, Driver: driverName(*driver), OutOfProcess: oop, BatchBytes: b,
 								Inflight: i, Streams: s, Linger: l, Duration: *duration, Warmup: *warmup, Runs: *runs,
-								PrefillBytes: int64(pre), CatchupAppends: *catchupApp, FetchBytes: fb, Brokers: *brokers}
+								PrefillBytes: int64(pre), CatchupAppends: *catchupApp, FetchBytes: fb, Brokers: *brokers, System: *system}
+							if wl == bench.WorkloadProduceConsume {
+								c.Driver = "" // the broker's business
+							}
 							if err := c.Normalize(); err != nil {
 								return bad("%v", err)
-							}
-							if *label != "" {
-								c.Label = *label + " " + c.Label
 							}
 							configs = append(configs, c)
 						}

@@ -75,8 +75,11 @@ type Config struct {
 	// Brokers are the seed brokers of produce-consume (host:port, comma
 	// separated).
 	Brokers string `json:"brokers,omitempty"`
-	// Label names the configuration in tables and charts (default: built
-	// from the fields).
+	// System names what is measured in the label (default "workload
+	// driver/in" or "/out"; "workload kafka" for produce-consume).
+	System string `json:"system,omitempty"`
+	// Label names the configuration in tables and charts (default: System
+	// and the batch, in-flight, streams and linger figures).
 	Label string `json:"label"`
 }
 
@@ -201,18 +204,16 @@ func (c *Config) Normalize() error {
 }
 
 func (c Config) defaultLabel() string {
-	mode := "in"
-	if c.OutOfProcess {
-		mode = "out"
-	}
-	d := c.Driver
-	if c.Workload == WorkloadProduceConsume {
-		d, mode = "kafka@"+c.Brokers, ""
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s", c.Workload, d)
-	if mode != "" {
-		fmt.Fprintf(&b, "/%s", mode)
+	switch {
+	case c.System != "":
+		b.WriteString(c.System)
+	case c.Workload == WorkloadProduceConsume:
+		b.WriteString("produce-consume kafka")
+	case c.OutOfProcess:
+		fmt.Fprintf(&b, "%s %s/out", c.Workload, c.Driver)
+	default:
+		fmt.Fprintf(&b, "%s %s/in", c.Workload, c.Driver)
 	}
 	fmt.Fprintf(&b, " b=%s i=%d s=%d", SizeName(c.BatchBytes), c.Inflight, c.Streams)
 	if c.Linger > 0 {

@@ -155,6 +155,8 @@ func TestMarkdownPairs(t *testing.T) {
 			c.CatchupAppends = true
 			c.PrefillBytes = 1 << 30
 		}, metric("read", 300, 3), metric("append", 90, 13)),
+		with(func(c *Config) { c.Workload = WorkloadProduceConsume; c.Driver = ""; c.Brokers = "k:9092"; c.System = KafkaSystemPrefix }, metric("produce", 50, 20), metric("e2e", 50, 30)),
+		with(func(c *Config) { c.Workload = WorkloadProduceConsume; c.Driver = ""; c.Brokers = "s:9092"; c.System = "strata-serve nfs" }, metric("produce", 40, 10), metric("e2e", 40, 60)),
 	}}
 	var b strings.Builder
 	WriteMarkdown(&b, rep, "bench")
@@ -163,6 +165,7 @@ func TestMarkdownPairs(t *testing.T) {
 		"| 100.0 | 80.0 | 0.80 | 10.00 | 12.00 | +2.00 |",
 		"| 200.0 | 100.0 | 0.50 | 5.00 | 10.00 |",
 		"| 1GiB | 300.0 | 100.0 | 90.0 | 10.00 | 13.00 | +30% |",
+		"| apache-kafka | 50.0 | 40.0 | 0.80 | 0.00 / 0.00 | 20.00 / 10.00 | 0.50 | 0.00 / 0.00 | 30.00 / 60.00 | 2.00 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)

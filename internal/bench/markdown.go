@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strings"
 )
 
 // WriteMarkdown writes rep as a Markdown section body: the machine, the
@@ -51,6 +52,21 @@ func WriteMarkdown(w io.Writer, rep Report, chartDir string) {
 		for _, p := range rows {
 			a, b := p.a.Median[0], p.b.Median[0]
 			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.2f | %.2f | %.2f |\n", p.b.Config.Label, p.a.Config.Label, a.MBps, b.MBps, ratio(b.MBps, a.MBps), a.Latency.P99, b.Latency.P99)
+		}
+		fmt.Fprintln(w)
+	}
+	if rows := vsKafka(rep.Results); len(rows) > 0 {
+		fmt.Fprint(w, "### strata serve vs Apache Kafka\n\n")
+		fmt.Fprint(w, "The same kgo producer and consumer, record size, acks=all, partitions, buffered records and linger against each broker on this machine, in this run. Ratios are strata / Kafka (throughput: higher is better; latency: lower is better).\n\n")
+		fmt.Fprint(w, "| strata configuration | Kafka | Kafka MB/s | strata MB/s | throughput ratio | produce p50 ms (Kafka / strata) | produce p99 ms (Kafka / strata) | p99 ratio | e2e p50 ms (Kafka / strata) | e2e p99 ms (Kafka / strata) | e2e p99 ratio |\n")
+		fmt.Fprint(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, p := range rows {
+			kp, sp := p.a.Median[0], p.b.Median[0]
+			ke, se := p.a.Median[1], p.b.Median[1]
+			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f |\n",
+				p.b.Config.Label, p.a.Config.System, kp.MBps, sp.MBps, ratio(sp.MBps, kp.MBps),
+				kp.Latency.P50, sp.Latency.P50, kp.Latency.P99, sp.Latency.P99, ratio(sp.Latency.P99, kp.Latency.P99),
+				ke.Latency.P50, se.Latency.P50, ke.Latency.P99, se.Latency.P99, ratio(se.Latency.P99, ke.Latency.P99))
 		}
 		fmt.Fprintln(w)
 	}
@@ -143,6 +159,29 @@ func catchup(results []Result) []pair {
 		c.Workload = WorkloadAppend
 		if a, ok := find(results, shape(c), shape); ok {
 			out = append(out, pair{a, r})
+		}
+	}
+	return out
+}
+
+// KafkaSystemPrefix starts the System of produce-consume results measured
+// against Apache Kafka; the other produce-consume results of the same
+// shape are compared with them.
+const KafkaSystemPrefix = "apache-kafka"
+
+// vsKafka pairs each produce-consume result against Apache Kafka with the
+// other produce-consume results of the same shape.
+func vsKafka(results []Result) []pair {
+	var out []pair
+	for _, k := range results {
+		if k.Config.Workload != WorkloadProduceConsume || !strings.HasPrefix(k.Config.System, KafkaSystemPrefix) || len(k.Median) < 2 {
+			continue
+		}
+		for _, r := range results {
+			if r.Config.Workload == WorkloadProduceConsume && !strings.HasPrefix(r.Config.System, KafkaSystemPrefix) &&
+				len(r.Median) >= 2 && shape(r.Config) == shape(k.Config) {
+				out = append(out, pair{k, r})
+			}
 		}
 	}
 	return out
