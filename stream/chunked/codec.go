@@ -238,7 +238,8 @@ const copyBlock = 64 << 10
 // encodeBatchBody writes the encoding of b into e (len(e) ==
 // batchEncodedLen(b)) except its first 8 bytes (the base offset, assigned
 // at the cut) and its last 4 (the checksum, which covers the base), and
-// returns the CRC32C of the bytes in between. The payload is copied and
+// returns the CRC32C of the bytes in between (0 for batches below
+// combineMin, which sealChunk checksums whole). The payload is copied and
 // checksummed block by block, so it is read from memory once.
 func encodeBatchBody(e []byte, b stream.Batch) uint32 {
 	binary.BigEndian.PutUint32(e[8:], b.Count)
@@ -256,6 +257,10 @@ func encodeBatchBody(e []byte, b stream.Batch) uint32 {
 	}
 	binary.BigEndian.PutUint32(e[off:], uint32(len(b.Payload)))
 	off += 4
+	if len(e) < combineMin {
+		copy(e[off:], b.Payload)
+		return 0 // sealChunk checksums small batches whole
+	}
 	crc := stream.Checksum(e[8:off])
 	for p := b.Payload; len(p) > 0; {
 		n := copy(e[off:], p[:min(len(p), copyBlock)])

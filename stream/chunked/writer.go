@@ -257,8 +257,10 @@ func (w *writer) sealSegment(seg *segment) {
 	w.imu.Lock()
 	if w.seg == seg {
 		w.seg = nil
-		if seg.reqs == 1 {
-			w.segHint = len(seg.buf) - chunkHeaderLen // one append per chunk: no room to spare
+		if seg.reqs == 1 && len(w.pending) == 0 {
+			// One append at a time (nothing else in flight): the next
+			// chunk likely holds one append too, so no room to spare.
+			w.segHint = len(seg.buf) - chunkHeaderLen
 		}
 	}
 	w.imu.Unlock()
