@@ -5,25 +5,14 @@ import (
 	"crypto/rand"
 	"errors"
 	"net"
-	"os/exec"
 	"path"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 	"github.com/stratastream/strata/stream"
 )
-
-// ctl runs testbed/ctl hdfs ACTION.
-func ctl(t *testing.T, action string) {
-	t.Helper()
-	out, err := exec.Command(filepath.Join(testbed.RepoRoot(), "testbed", "ctl"), "hdfs", action).CombinedOutput()
-	if err != nil {
-		t.Fatalf("testbed/ctl hdfs %s: %v\n%s", action, err, out)
-	}
-}
 
 // TestOpenUnreachableNameNode: nothing listens on the address; Open fails
 // with ErrUnavailable naming it, within the connect timeout (no hang).
@@ -76,12 +65,12 @@ func TestSafeMode(t *testing.T) {
 	if err := st.PutIfAbsent(ctx, "a/1", []byte("one")); err != nil {
 		t.Fatal(err)
 	}
-	ctl(t, "enter-safemode")
+	drivertest.Ctl(t, "hdfs", "enter-safemode")
 	left := false
 	leave := func() {
 		if !left {
 			left = true
-			ctl(t, "leave-safemode")
+			drivertest.Ctl(t, "hdfs", "leave-safemode")
 		}
 	}
 	defer leave()
@@ -189,31 +178,10 @@ func TestBadKeys(t *testing.T) {
 // never answers (a hung process, a wrong service) fails Open with
 // ErrUnavailable within the operation timeout, instead of hanging.
 func TestOpenSilentNameNode(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := make(chan net.Conn, 64)
-	defer func() {
-		l.Close()
-		close(accepted)
-		for c := range accepted {
-			c.Close()
-		}
-	}()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c // held open, never answered
-		}
-	}()
-	cfg := Config{NameNodes: []string{l.Addr().String()}, User: "strata",
+	cfg := Config{NameNodes: []string{drivertest.SilentServer(t)}, User: "strata",
 		Timeouts: Timeouts{Connect: time.Second, Operation: time.Second}}
 	start := time.Now()
-	_, err = NewStorage(context.Background(), cfg)
+	_, err := NewStorage(context.Background(), cfg)
 	if !errors.Is(err, stream.ErrUnavailable) {
 		t.Fatalf("NewStorage on a silent NameNode = %v, want ErrUnavailable", err)
 	}

@@ -1,17 +1,18 @@
 package hdfs
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratastream/strata/drivers/internal/drivertest"
 )
 
 // crashChildEnv makes the test binary a crashing writer: it reads a config
@@ -44,50 +45,23 @@ func TestCrashMidPut(t *testing.T) {
 	acked := map[string]bool{}
 	const rounds = 8
 	for round := range rounds {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashMidPut$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+strconv.Itoa(round))
-		cmd.Stdin = bytes.NewReader(config)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
 		// Let it ack a few puts, then kill it at a random moment.
 		n := 0
-		deadline := time.After(2 * time.Minute)
-	wait:
-		for n < 3 {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					break wait
-				}
-				if k, ok := strings.CutPrefix(l, "acked "); ok {
-					acked[k] = true
+		lines, _, err := drivertest.KillChild("TestCrashMidPut", crashChildEnv+"="+strconv.Itoa(round), config,
+			func(l string) bool {
+				if strings.HasPrefix(l, "acked ") {
 					n++
 				}
-			case <-deadline:
-				break wait
-			}
+				return n >= 3
+			}, time.Duration(rand.IntN(80))*time.Millisecond)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
 		}
-		time.Sleep(time.Duration(rand.IntN(80)) * time.Millisecond)
-		cmd.Process.Kill()
-		for l := range lines {
+		for _, l := range lines {
 			if k, ok := strings.CutPrefix(l, "acked "); ok {
 				acked[k] = true
 			}
 		}
-		cmd.Wait()
 		if n == 0 {
 			t.Fatalf("round %d: the writer acked nothing", round)
 		}
@@ -137,8 +111,8 @@ func TestCrashMidPut(t *testing.T) {
 
 // crashChild is the writer TestCrashMidPut kills.
 func crashChild(t *testing.T) {
-	config, err := bufio.NewReader(os.Stdin).ReadBytes(0)
-	if err != nil && len(config) == 0 {
+	config, err := io.ReadAll(os.Stdin)
+	if err != nil {
 		t.Fatal(err)
 	}
 	st, err := OpenStorage(context.Background(), config)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratastream/strata/drivers/internal/driverconfig"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/chunked"
 )
@@ -37,6 +38,27 @@ func OpenStreams(b *testing.B, store stream.Store, n int) []stream.Stream {
 		ss[i] = s
 	}
 	return ss
+}
+
+// EngineAppends is an append benchmark of the chunked engine on st: it
+// runs a Store on st with opts (closed, with st, when b ends), opens
+// streams streams (OpenStreams) and measures b.N appends of size bytes
+// (Appends, window appends in flight per stream). It returns the requests
+// st made during the appends.
+func EngineAppends[S interface {
+	chunked.Storage
+	chunked.StatsReporter
+}](b *testing.B, st S, opts chunked.Options, streams, size, window int) chunked.RequestStats {
+	b.Helper()
+	store, err := driverconfig.NewStore(st, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	ss := OpenStreams(b, store, streams)
+	before := st.RequestStats()
+	Appends(b, ss, make([]byte, size), window)
+	return StatsDiff(st.RequestStats(), before)
 }
 
 // Appends is the measured part of an append benchmark: b.N appends of

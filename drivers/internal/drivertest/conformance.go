@@ -49,11 +49,13 @@ func (c Conformance) plugin(t *testing.T) conformance.Harness {
 	return h
 }
 
-// RunInProcess runs the suite on the driver linked in: the second writer
-// or reader of the fencing and read-only cases is a driver process of its
-// own, and a crash drops the Store without Close (its goroutines go on as
-// a stale writer) and opens a new one.
-func (c Conformance) RunInProcess(t *testing.T) {
+// InProcess returns the in-process harness: stores are opened by Open in
+// this process, the second writer or reader of the fencing and read-only
+// cases is a driver process of its own, and a crash drops the Store
+// without Close (its goroutines go on as a stale writer) and opens a new
+// one. It is RunInProcess's harness, for a driver that runs a selection of
+// cases with a hook of its own.
+func (c Conformance) InProcess(t *testing.T) conformance.Harness {
 	h := c.plugin(t)
 	out := h.NewStore
 	open := func(t conformance.T) stream.Store {
@@ -68,7 +70,12 @@ func (c Conformance) RunInProcess(t *testing.T) {
 	h.Second = func(t conformance.T, _ stream.Store) stream.Store { return out(t) }
 	h.Crash = func(t conformance.T, _ stream.Store) stream.Store { return open(t) }
 	h.CrashKillsProcess = false
-	conformance.Run(t, h)
+	return h
+}
+
+// RunInProcess runs the suite on the driver linked in (see InProcess).
+func (c Conformance) RunInProcess(t *testing.T) {
+	conformance.Run(t, c.InProcess(t))
 }
 
 // RunOutOfProcess runs the suite on the plugin binary: every store is its
