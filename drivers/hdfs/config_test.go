@@ -62,12 +62,17 @@ func TestParseConfigErrors(t *testing.T) {
 		{"namenodes: [nn1:8020]\nuser: u\ntemp_max_age: 1s", "temp_max_age"},
 		{"namenodes: [nn1:8020]\nuser: u\ndata_transfer_protection: maybe", "data_transfer_protection"},
 		{"namenodes: [nn1:8020]\nuser: u\nengine: {linger: -1s}", "engine.linger"},
+		{"namenodes: [nn1:8020]\nuser: u\nengine: {max_batch_bytes: -1}", "engine.max_batch_bytes"},
+		{"namenodes: [nn1:8020]\nuser: u\ntimeouts: {connect: -1s}", "timeouts.connect"},
+		{"namenodes: [nn1:8020]\nuser: u\ntimeouts: {request: 1s}", "request"}, // hdfs has no per-request timeout
 		{"namenodes: [nn1:8020]\nkerberos: {principal: a@B, namenode_spn: nn/_HOST}", "kerberos"},
 		{"namenodes: [nn1:8020]\nkerberos: {principal: nobody, keytab: /k, namenode_spn: nn/_HOST}", "kerberos.principal"},
 		{"namenodes: [nn1:8020]\nkerberos: {principal: a@B, keytab: /k}", "kerberos.namenode_spn"},
 		{"namenodes: [nn1:8020]\nuser: u\nrooot: /x", "rooot"},
 		{"hdfs://nn1:8020/x?user=u&bogus=1", "bogus"},
 		{"hdfs://nn1:8020/x?user=u&replication=two", "replication"},
+		{"hdfs://nn1:8020/x?user=u&request_timeout=1s", "request_timeout"},
+		{"hdfs://nn1:8020/x?user=u&max_batch_bytes=1", "max_batch_bytes"}, // YAML only
 	} {
 		_, err := ParseConfig([]byte(tc.config))
 		if !errors.Is(err, stream.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.field) {
