@@ -84,6 +84,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		warmup     = fs.Duration("warmup", 2*time.Second, "warm-up before the counted runs")
 		runs       = fs.Int("runs", 3, "counted runs per configuration")
 		prefill    = fs.String("prefill", "256MiB", "bytes written to each stream before fetch-catchup reads")
+		retain     = fs.String("retain", "256MiB", "append and fetch-tail trim each stream to keep about half of this once it holds more")
 		catchupApp = fs.Bool("catchup-appends", true, "keep appending during fetch-catchup")
 		fetchBytes = fs.String("fetch-bytes", "1MiB", "maxBytes of one fetch")
 		brokers    = fs.String("brokers", "", "seed brokers for produce-consume (host:port,...)")
@@ -137,6 +138,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return bad("--prefill: %v", err)
 	}
+	ret, err := parseSize(*retain)
+	if err != nil {
+		return bad("--retain: %v", err)
+	}
 	fb, err := parseSize(*fetchBytes)
 	if err != nil {
 		return bad("--fetch-bytes: %v", err)
@@ -161,7 +166,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 						for _, l := range lings {
 							c := bench.Config{Workload: wl, Driver: driverName(*driver), OutOfProcess: oop, BatchBytes: b,
 								Inflight: i, Streams: s, Linger: l, Duration: *duration, Warmup: *warmup, Runs: *runs,
-								PrefillBytes: int64(pre), CatchupAppends: *catchupApp, FetchBytes: fb, Brokers: *brokers, System: *system}
+								PrefillBytes: int64(pre), RetainBytes: int64(ret), CatchupAppends: *catchupApp, FetchBytes: fb, Brokers: *brokers, System: *system}
 							if wl == bench.WorkloadProduceConsume {
 								c.Driver = "" // the broker's business
 							}

@@ -68,6 +68,11 @@ type Config struct {
 	// PrefillBytes is what fetch-catchup writes to each stream before it
 	// starts reading from the start.
 	PrefillBytes int64 `json:"prefill_bytes,omitempty"`
+	// RetainBytes bounds what append and fetch-tail keep in each stream:
+	// once a stream holds more, it is trimmed to about half of it (so the
+	// memory driver does not grow without bound and disks do not fill).
+	// Default 256 MiB; the trims are part of the measured load.
+	RetainBytes int64 `json:"retain_bytes,omitempty"`
 	// CatchupAppends keeps appends going during fetch-catchup.
 	CatchupAppends bool `json:"catchup_appends,omitempty"`
 	// FetchBytes is the maxBytes of one fetch (default 1 MiB).
@@ -188,6 +193,9 @@ func (c *Config) Normalize() error {
 	if c.Runs <= 0 {
 		return fmt.Errorf("runs %d: must be positive", c.Runs)
 	}
+	if c.RetainBytes <= 0 {
+		c.RetainBytes = 256 << 20
+	}
 	if c.FetchBytes <= 0 {
 		c.FetchBytes = 1 << 20
 	}
@@ -267,6 +275,7 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 
 	res := Result{Config: c}
 	var runErr error
+	ran := false // errc has been received from
 	wait := func(what string, d time.Duration) bool {
 		deadline := time.Now().Add(d)
 		tick := time.NewTicker(time.Second)
@@ -280,6 +289,7 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 			case <-tick.C:
 				writeProgress(progress, c.Label, what, m.peek(), time.Until(deadline))
 			case runErr = <-errc:
+				ran = true
 				if runErr == nil {
 					runErr = errors.New("workload stopped early")
 				}
@@ -304,8 +314,12 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 		}
 	}
 	close(stop)
-	if ok {
-		runErr = <-errc
+	if !ran {
+		// Wait for the workload's outstanding operations before cleanup,
+		// also when ctx ended the runs.
+		if err := <-errc; runErr == nil {
+			runErr = err
+		}
 	}
 	if runErr != nil {
 		return res, fmt.Errorf("%s: %w", c.Label, runErr)

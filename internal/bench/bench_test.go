@@ -55,7 +55,8 @@ func TestWorkloads(t *testing.T) {
 		t.Run(tc.workload, func(t *testing.T) {
 			c := Config{Workload: tc.workload, Driver: "memory", BatchBytes: 4 << 10, Inflight: 4, Streams: 2,
 				Duration: 150 * time.Millisecond, Warmup: 50 * time.Millisecond, Runs: 2,
-				PrefillBytes: 256 << 10, CatchupAppends: true, Brokers: addr}
+				PrefillBytes: 256 << 10, CatchupAppends: true, Brokers: addr,
+				RetainBytes: 64 << 10} // trims every few appends
 			var tgt Target
 			switch tc.workload {
 			case WorkloadRaw:
@@ -155,8 +156,18 @@ func TestMarkdownPairs(t *testing.T) {
 			c.CatchupAppends = true
 			c.PrefillBytes = 1 << 30
 		}, metric("read", 300, 3), metric("append", 90, 13)),
-		with(func(c *Config) { c.Workload = WorkloadProduceConsume; c.Driver = ""; c.Brokers = "k:9092"; c.System = KafkaSystemPrefix }, metric("produce", 50, 20), metric("e2e", 50, 30)),
-		with(func(c *Config) { c.Workload = WorkloadProduceConsume; c.Driver = ""; c.Brokers = "s:9092"; c.System = "strata-serve nfs" }, metric("produce", 40, 10), metric("e2e", 40, 60)),
+		with(func(c *Config) {
+			c.Workload = WorkloadProduceConsume
+			c.Driver = ""
+			c.Brokers = "k:9092"
+			c.System = KafkaSystemPrefix
+		}, metric("produce", 50, 20), metric("e2e", 50, 30)),
+		with(func(c *Config) {
+			c.Workload = WorkloadProduceConsume
+			c.Driver = ""
+			c.Brokers = "s:9092"
+			c.System = "strata-serve nfs"
+		}, metric("produce", 40, 10), metric("e2e", 40, 60)),
 	}}
 	var b strings.Builder
 	WriteMarkdown(&b, rep, "bench")

@@ -90,17 +90,30 @@ func pipeline(stop <-chan struct{}, depth int, submit func(n int) (wait func() e
 }
 
 // appender returns the submit function of a pipelined appender to st that
-// records into series i of m. payload(n) gives append n's payload.
-func appender(ctx context.Context, m *meter, i int, st stream.Stream, payload func(n int) []byte) func(n int) func() error {
+// records into series i of m. payload(n) gives append n's payload. With
+// retain > 0, once st holds more than retain bytes of appends, it is
+// trimmed (from the waiting goroutine) to keep about half of that.
+func appender(ctx context.Context, m *meter, i int, st stream.Stream, retain int64, payload func(n int) []byte) func(n int) func() error {
+	var held int64 // bytes acked above the last trim point, from the waits' goroutine only
 	return func(n int) func() error {
 		p := payload(n)
 		start := time.Now()
 		f := st.Append(ctx, stream.Batch{Count: 1, Timestamp: start.UnixMilli(), Payload: p})
 		return func() error {
-			if _, err := f.Wait(ctx); err != nil {
+			r, err := f.Wait(ctx)
+			if err != nil {
 				return fmt.Errorf("append to %s: %w", st.Name(), err)
 			}
 			m.record(i, int64(len(p)), 1, time.Since(start))
+			if held += int64(len(p)); retain > 0 && held > retain {
+				keep := max(1, retain/2/int64(len(p)))
+				if to := r.BaseOffset + 1 - keep; to > st.StartOffset() {
+					if err := st.Trim(ctx, to); err != nil {
+						return fmt.Errorf("trim %s to %d: %w", st.Name(), to, err)
+					}
+				}
+				held = keep * int64(len(p))
+			}
 			return nil
 		}
 	}
@@ -165,7 +178,7 @@ func prepareStreams(ctx context.Context, c Config, store stream.Store) (*workloa
 		w.series = []string{"append"}
 		w.run = func(ctx context.Context, m *meter, stop <-chan struct{}) error {
 			return each(func(_ int, s stream.Stream) error {
-				return pipeline(stop, c.Inflight, appender(ctx, m, 0, s, constant))
+				return pipeline(stop, c.Inflight, appender(ctx, m, 0, s, c.RetainBytes, constant))
 			})
 		}
 	case WorkloadFetchTail:
@@ -174,7 +187,7 @@ func prepareStreams(ctx context.Context, c Config, store stream.Store) (*workloa
 			return each(func(_ int, s stream.Stream) error {
 				return group(
 					func() error {
-						return pipeline(stop, c.Inflight, appender(ctx, m, 0, s, stampedPayloads(c.BatchBytes, c.Inflight)))
+						return pipeline(stop, c.Inflight, appender(ctx, m, 0, s, c.RetainBytes, stampedPayloads(c.BatchBytes, c.Inflight)))
 					},
 					func() error { return tailReader(ctx, m, 1, s, c.FetchBytes, stop) },
 				)
@@ -193,7 +206,7 @@ func prepareStreams(ctx context.Context, c Config, store stream.Store) (*workloa
 			return each(func(_ int, s stream.Stream) error {
 				fs := []func() error{func() error { return catchupReader(ctx, m, 0, s, c.FetchBytes, stop) }}
 				if c.CatchupAppends {
-					fs = append(fs, func() error { return pipeline(stop, c.Inflight, appender(ctx, m, 1, s, constant)) })
+					fs = append(fs, func() error { return pipeline(stop, c.Inflight, appender(ctx, m, 1, s, 0, constant)) })
 				}
 				return group(fs...)
 			})
@@ -228,6 +241,10 @@ func tailReader(ctx context.Context, m *meter, i int, s stream.Stream, maxBytes 
 		default:
 		}
 		bs, err := s.Fetch(ctx, next, stream.NoEnd, maxBytes)
+		if errors.Is(err, stream.ErrOffsetOutOfRange) && next < s.StartOffset() {
+			next = s.StartOffset() // trimmed past the reader (RetainBytes)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("fetch %s at %d: %w", s.Name(), next, err)
 		}
