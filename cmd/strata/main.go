@@ -5,6 +5,7 @@
 //	strata serve                   a Kafka-protocol broker (nfs driver on ./strata-data by default)
 //	strata drivers                 list built-in drivers and plugin binaries
 //	strata conformance --driver D  run the conformance suite on a driver
+//	strata soak --driver D         the fencing soak, with an independent verifier
 //	strata bench                   benchmark workloads on a driver or a broker
 //	strata version                 print the version
 package main
@@ -30,6 +31,8 @@ Usage:
   strata drivers [--json]        built-in drivers and plugin binaries on $STRATA_PLUGIN_DIR, with their Info
   strata conformance --driver NAME|PATH [flags]
                                  run the conformance suite against a driver (see strata conformance -h)
+  strata soak --driver NAME|PATH [flags]
+                                 race owners with increasing epochs and verify every ack (see strata soak -h)
   strata bench [flags]           benchmark workloads on a driver or a broker (see strata bench -h)
   strata version                 print the version
 
@@ -56,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runConformance(ctx, args[1:], stdout, stderr)
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "soak":
+		return runSoak(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "version", "--version":

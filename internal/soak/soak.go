@@ -43,8 +43,8 @@ type Config struct {
 	// Stores 0..Hosts-1 are the racing owners'; Hosts and Hosts+1 are the
 	// verifier's two independent readers. Required.
 	NewStore func(ctx context.Context, i int) (stream.Store, error)
-	// Kill crashes store i's driver process (SIGKILL); nil disables driver
-	// kills. A killed store is closed and reopened with NewStore after its
+	// Kill crashes store i's driver process (SIGKILL) in about half the
+	// rounds (always in the middle one); nil disables driver kills. A killed store is closed and reopened with NewStore after its
 	// round.
 	Kill func(i int) error
 	// Hosts is the number of stores the owners share (2).
@@ -57,6 +57,10 @@ type Config struct {
 	Rounds int
 	// Appends is the most pipelined appends of one owner in a round (8).
 	Appends int
+	// OpTimeout bounds one owner's whole session (open, appends, close)
+	// and the verifier's read of one stream (1 minute); running past it is
+	// an unexpected error naming the call, so a hang never goes unnoticed.
+	OpTimeout time.Duration
 	// Seed picks the workload; the same seed replays it.
 	Seed uint64
 	// Prefix of the stream names ("soak").
@@ -154,6 +158,9 @@ func (c *Config) defaults() error {
 	def(&c.Owners, 4)
 	def(&c.Rounds, 10)
 	def(&c.Appends, 8)
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = time.Minute
+	}
 	if c.Prefix == "" {
 		c.Prefix = "soak"
 	}
@@ -235,16 +242,19 @@ func (r *run) round(ctx context.Context, round int) error {
 	stop := make(chan struct{})
 	if r.cfg.Kill != nil {
 		plan := r.rng(round, -1, -1)
-		if plan.IntN(2) == 0 {
+		if plan.IntN(2) == 0 || round == r.cfg.Rounds/2 { // about half the rounds, at least one
 			host := plan.IntN(r.cfg.Hosts)
 			after := int64(plan.IntN(r.cfg.Streams*r.cfg.Owners*r.cfg.Appends/4 + 1))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				// Kill once the round has its share of acks, or at its end
+				// if it never gets them (a crash between rounds, then).
+			wait:
 				for roundAcks.Load() < after {
 					select {
 					case <-stop:
-						return
+						break wait
 					case <-time.After(time.Millisecond):
 					}
 				}
@@ -292,6 +302,8 @@ func (r *run) round(ctx context.Context, round int) error {
 // unexpected.
 func (r *run) expected(host int, what string, err error) {
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		r.problem(&r.rep.Unexpected, "%s: no answer within %v: %v", what, r.cfg.OpTimeout, err)
 	case errors.Is(err, stream.ErrFenced):
 		r.mu.Lock()
 		r.rep.Fenced++
@@ -308,6 +320,8 @@ func (r *run) expected(host int, what string, err error) {
 // owner opens stream s at an epoch of this round (sometimes a stale one)
 // and pipelines appends, recording what was acked.
 func (r *run) owner(ctx context.Context, round, s, o int, roundAcks *atomic.Int64) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.OpTimeout)
+	defer cancel()
 	rng := r.rng(round, s, o)
 	host := (s*r.cfg.Owners + o) % r.cfg.Hosts
 	st := r.stores[host]
@@ -377,8 +391,15 @@ func (r *run) owner(ctx context.Context, round, s, o int, roundAcks *atomic.Int6
 		roundAcks.Add(1)
 	}
 	r.ops.Add(1)
-	if err := sess.Close(); err != nil && !errors.Is(err, stream.ErrFenced) {
-		r.expected(host, who+": close", err)
+	closed := make(chan error, 1)
+	go func() { closed <- sess.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil && !errors.Is(err, stream.ErrFenced) {
+			r.expected(host, who+": close", err)
+		}
+	case <-ctx.Done():
+		r.expected(host, who+": close", ctx.Err())
 	}
 	r.mu.Lock()
 	r.acks[s] = append(r.acks[s], mine...)
@@ -392,6 +413,8 @@ func (r *run) owner(ctx context.Context, round, s, o int, roundAcks *atomic.Int6
 
 // readAll reads the whole log of a stream through st.
 func (r *run) readAll(ctx context.Context, st stream.Store, name string, epoch uint64) ([]stream.Batch, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.OpTimeout)
+	defer cancel()
 	opts := stream.OpenOptions{Mode: stream.ModeReadOnly}
 	if !st.Info().ReadOnlyOpen {
 		opts = stream.OpenOptions{Epoch: epoch}
