@@ -47,6 +47,13 @@ type Config struct {
 	// rounds (always in the middle one); nil disables driver kills. A killed store is closed and reopened with NewStore after its
 	// round.
 	Kill func(i int) error
+	// NetFault, if set, is called at the start of every round with the
+	// round's random source; it may start a fault between the driver and
+	// its backend (cut, delay, reset the connections of a proxy) and
+	// returns what it did ("" for nothing) and a function that ends it,
+	// called when the round's owners are done. During such a round
+	// ErrUnavailable on any store is the fault surfacing, not unexpected.
+	NetFault func(round int, rng *rand.Rand) (what string, end func())
 	// Hosts is the number of stores the owners share (2).
 	Hosts int
 	// Streams raced on in every round (4).
@@ -73,7 +80,7 @@ type Config struct {
 type Report struct {
 	Seed       uint64
 	Operations int64 // opens, appends, closes and fetches issued
-	Faults     int64 // driver processes killed
+	Faults     int64 // driver processes killed and network faults started
 	FaultErrs  int64 // errors the killed drivers surfaced to owners
 	Fenced     int64 // opens and appends refused with ErrFenced
 	Acked      int64 // appends acknowledged (batches)
@@ -132,6 +139,7 @@ type run struct {
 	sess   [][]session // per stream
 	stores []stream.Store
 	killed []atomic.Bool
+	netBad atomic.Bool // a NetFault is active this round
 	ops    atomic.Int64
 }
 
@@ -229,8 +237,9 @@ func (r *run) acked() int64 {
 
 func (r *run) name(s int) string { return fmt.Sprintf("%s/s%d", r.cfg.Prefix, s) }
 
-// rng returns the random source of one (round, stream, owner); owner -1 is
-// the round's fault plan.
+// rng returns the random source of one (round, stream, owner); stream -1
+// with owner -1 is the round's kill plan, with owner 0xfffe its network
+// fault.
 func (r *run) rng(round, s, owner int) *rand.Rand {
 	return rand.New(rand.NewPCG(r.cfg.Seed, uint64(round)<<32|uint64(s+1)<<16|uint64(owner+1)))
 }
@@ -268,6 +277,19 @@ func (r *run) round(ctx context.Context, round int) error {
 				r.mu.Unlock()
 			}()
 		}
+	}
+	if r.cfg.NetFault != nil {
+		what, end := r.cfg.NetFault(round, r.rng(round, -1, 0xfffe))
+		if what != "" {
+			r.netBad.Store(true)
+			r.mu.Lock()
+			r.rep.Faults++
+			r.mu.Unlock()
+		}
+		defer func() {
+			end()
+			r.netBad.Store(false)
+		}()
 	}
 	var owners sync.WaitGroup
 	for s := 0; s < r.cfg.Streams; s++ {
@@ -308,7 +330,7 @@ func (r *run) expected(host int, what string, err error) {
 		r.mu.Lock()
 		r.rep.Fenced++
 		r.mu.Unlock()
-	case r.killed[host].Load():
+	case r.killed[host].Load(), r.netBad.Load() && errors.Is(err, stream.ErrUnavailable):
 		r.mu.Lock()
 		r.rep.FaultErrs++
 		r.mu.Unlock()
