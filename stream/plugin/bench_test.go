@@ -289,7 +289,7 @@ func runBareServer() {
 
 // selfSigned returns a certificate for "localhost" as PEM, in the style of
 // go-plugin's AutoMTLS certificates.
-func selfSigned(b *testing.B) (certPEM, keyPEM []byte, pool *x509.CertPool) {
+func selfSigned(b testing.TB) (certPEM, keyPEM []byte, pool *x509.CertPool) {
 	key, err := ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
 	if err != nil {
 		b.Fatal(err)

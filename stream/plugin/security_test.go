@@ -5,13 +5,7 @@ package plugin
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -46,7 +40,11 @@ func TestAutoMTLSRefusesStrangers(t *testing.T) {
 	if _, err := c.rpc.Hello(ctx, &streamv1.HelloRequest{}); err != nil {
 		t.Fatalf("the host's own mTLS connection: %v", err)
 	}
-	own := strangerCert(t)
+	certPEM, keyPEM, _ := selfSigned(t) // a certificate the driver never saw
+	own, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
 	strangers := []struct {
 		name  string
 		creds credentials.TransportCredentials
@@ -78,31 +76,6 @@ func TestAutoMTLSRefusesStrangers(t *testing.T) {
 			}
 		})
 	}
-}
-
-// strangerCert is a self-signed client certificate the driver never saw.
-func strangerCert(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "localhost"},
-		DNSNames:              []string{"localhost"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 // TestDataChannelIsUnnamed: the data channel (Append and Fetch without TLS)
