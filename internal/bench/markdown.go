@@ -38,50 +38,66 @@ func WriteMarkdown(w io.Writer, rep Report, chartDir string) {
 
 	if rows := outVsIn(rep.Results); len(rows) > 0 {
 		fmt.Fprint(w, "### Out-of-process vs in-process\n\n")
-		fmt.Fprint(w, "| configuration | in MB/s | out MB/s | out / in | in p99 ms | out p99 ms | added p99 ms |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		fmt.Fprint(w, "| configuration | in MB/s | out MB/s | out / in | in p99 ms | out p99 ms | added p99 ms | target out / in >= 0.80 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 		for _, p := range rows {
 			a, b := p.a.Median[0], p.b.Median[0]
-			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.2f | %.2f | %.2f | %+.2f |\n", p.b.Config.Label, a.MBps, b.MBps, ratio(b.MBps, a.MBps), a.Latency.P99, b.Latency.P99, b.Latency.P99-a.Latency.P99)
+			r := ratio(b.MBps, a.MBps)
+			target := met(r >= 0.8)
+			if p.b.Config.Driver == "memory" {
+				target = "n/a (memory: vs a bare gRPC stream, see Plugin transport)"
+			}
+			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.2f | %.2f | %.2f | %+.2f | %s |\n", p.b.Config.Label, a.MBps, b.MBps, r, a.Latency.P99, b.Latency.P99, b.Latency.P99-a.Latency.P99, target)
 		}
 		fmt.Fprintln(w)
 	}
 	if rows := vsRaw(rep.Results); len(rows) > 0 {
 		fmt.Fprint(w, "### Driver vs the raw backend loop\n\n")
 		fmt.Fprint(w, "The raw loop is put-if-absent of fresh keys of the same payload size with as many writers as the append run has appends in flight (streams × inflight): the least a durable write of that payload costs on the backend.\n\n")
-		fmt.Fprint(w, "| append configuration | raw configuration | raw MB/s | append MB/s | append / raw | raw p99 ms | append p99 ms |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+		fmt.Fprint(w, "| append configuration | raw configuration | raw MB/s | append MB/s | append / raw | raw p99 ms | append p99 ms | target >= 0.80 |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
 		for _, p := range rows {
 			a, b := p.a.Median[0], p.b.Median[0]
-			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.2f | %.2f | %.2f |\n", p.b.Config.Label, p.a.Config.Label, a.MBps, b.MBps, ratio(b.MBps, a.MBps), a.Latency.P99, b.Latency.P99)
+			r := ratio(b.MBps, a.MBps)
+			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %s |\n", p.b.Config.Label, p.a.Config.Label, a.MBps, b.MBps, r, a.Latency.P99, b.Latency.P99, met(r >= 0.8))
 		}
 		fmt.Fprintln(w)
 	}
 	if rows := vsKafka(rep.Results); len(rows) > 0 {
 		fmt.Fprint(w, "### strata serve vs Apache Kafka\n\n")
 		fmt.Fprint(w, "The same kgo producer and consumer, record size, acks=all, partitions, buffered records and linger against each broker on this machine, in this run. Ratios are strata / Kafka (throughput: higher is better; latency: lower is better).\n\n")
-		fmt.Fprint(w, "| strata configuration | Kafka | Kafka MB/s | strata MB/s | throughput ratio | produce p50 ms (Kafka / strata) | produce p99 ms (Kafka / strata) | p99 ratio | e2e p50 ms (Kafka / strata) | e2e p99 ms (Kafka / strata) | e2e p99 ratio |\n")
-		fmt.Fprint(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		fmt.Fprint(w, "| strata configuration | Kafka | Kafka MB/s | strata MB/s | throughput ratio | produce p50 ms (Kafka / strata) | produce p99 ms (Kafka / strata) | p99 ratio | e2e p50 ms (Kafka / strata) | e2e p99 ms (Kafka / strata) | e2e p99 ratio | target: throughput >= 1.0, produce p99 <= 1.0 |\n")
+		fmt.Fprint(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 		for _, p := range rows {
 			kp, sp := p.a.Median[0], p.b.Median[0]
 			ke, se := p.a.Median[1], p.b.Median[1]
-			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f |\n",
-				p.b.Config.Label, p.a.Config.System, kp.MBps, sp.MBps, ratio(sp.MBps, kp.MBps),
-				kp.Latency.P50, sp.Latency.P50, kp.Latency.P99, sp.Latency.P99, ratio(sp.Latency.P99, kp.Latency.P99),
-				ke.Latency.P50, se.Latency.P50, ke.Latency.P99, se.Latency.P99, ratio(se.Latency.P99, ke.Latency.P99))
+			tr, pr := ratio(sp.MBps, kp.MBps), ratio(sp.Latency.P99, kp.Latency.P99)
+			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f | %s |\n",
+				p.b.Config.Label, p.a.Config.System, kp.MBps, sp.MBps, tr,
+				kp.Latency.P50, sp.Latency.P50, kp.Latency.P99, sp.Latency.P99, pr,
+				ke.Latency.P50, se.Latency.P50, ke.Latency.P99, se.Latency.P99, ratio(se.Latency.P99, ke.Latency.P99), met(tr >= 1 && pr <= 1))
 		}
 		fmt.Fprintln(w)
 	}
 	if rows := catchup(rep.Results); len(rows) > 0 {
 		fmt.Fprint(w, "### Catch-up reads while appends continue\n\n")
 		fmt.Fprint(w, "A reader reads the prefilled stream from its start (again from the start when it reaches the end) while the same stream keeps taking appends; compared with the same appends alone.\n\n")
-		fmt.Fprint(w, "| catch-up configuration | prefill | read MB/s | append MB/s alone | append MB/s with reads | append p99 alone ms | append p99 with reads ms | p99 change |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		fmt.Fprint(w, "| catch-up configuration | prefill | read MB/s | append MB/s alone | append MB/s with reads | append p99 alone ms | append p99 with reads ms | p99 change | target <= +20% |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 		for _, p := range rows {
 			alone := p.a.Median[0]
 			read, with := p.b.Median[0], p.b.Median[1]
-			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %+.0f%% |\n", p.b.Config.Label, SizeName(int(p.b.Config.PrefillBytes)),
-				read.MBps, alone.MBps, with.MBps, alone.Latency.P99, with.Latency.P99, 100*(ratio(with.Latency.P99, alone.Latency.P99)-1))
+			change := ratio(with.Latency.P99, alone.Latency.P99) - 1
+			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %+.0f%% | %s |\n", p.b.Config.Label, SizeName(int(p.b.Config.PrefillBytes)),
+				read.MBps, alone.MBps, with.MBps, alone.Latency.P99, with.Latency.P99, 100*change, met(change <= 0.2))
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// met renders whether a target was met in this run.
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
 }
 
 func ratio(a, b float64) float64 {
