@@ -77,12 +77,6 @@ retry: {max_attempts: 1}
 endpoint: http://%s
 credentials: "AKIDSECRETTEST:%s"
 `, dead, s3SecretMarker), "s3 config"},
-		{"s3 unknown field", "s3", fmt.Sprintf(`bucket: strata-secret-test
-endpoint: http://%s
-credentials:
-  secret_access_key: %s
-  secret_acces_key: %s
-`, dead, s3SecretMarker, s3SecretMarker), "s3 config"},
 		{"azure closed port", "azure", fmt.Sprintf(`account_url: http://%s/devstoreaccount1
 container: strata-secret-test
 credentials:
@@ -104,12 +98,6 @@ credentials:
   account_name: devstoreaccount1
   account_key: "%s!"
 `, dead, azureMarkerPlain), "account_key"},
-		{"azure connection string closed port", "azure", fmt.Sprintf(`container: strata-secret-test
-credentials:
-  connection_string: "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;BlobEndpoint=http://%s/devstoreaccount1;"
-timeouts: {connect: 1s, request: 2s, operation: 3s}
-retry: {max_attempts: 1}
-`, azureKeyMarker, dead), dead},
 		{"azure connection string with SAS closed port", "azure", fmt.Sprintf(`container: strata-secret-test
 credentials:
   connection_string: "BlobEndpoint=http://%s/devstoreaccount1;SharedAccessSignature=%s"
