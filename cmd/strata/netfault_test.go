@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,8 +182,41 @@ func (p *faultProxy) netFault(round int, rng *rand.Rand) (string, func()) {
 	return "", end
 }
 
+// privateTestbed starts a backend instance of this test's own (so that no
+// other test's testbed/ctl stop lands in the soak), stops it at the end,
+// and returns the driver config file named by the env variable want.
+func privateTestbed(t *testing.T, name, want string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := func(verb string) *exec.Cmd {
+		cmd := exec.Command(filepath.Join(testbed.RepoRoot(), "testbed", verb), name)
+		cmd.Env = append(os.Environ(), "STRATA_TESTBED_DIR="+dir)
+		return cmd
+	}
+	up := script("up")
+	var stderr bytes.Buffer
+	up.Stderr = &stderr
+	out, err := up.Output()
+	t.Cleanup(func() {
+		if b, err := script("down").CombinedOutput(); err != nil {
+			t.Errorf("testbed/down %s: %v\n%s", name, err, b)
+		}
+	})
+	if err != nil {
+		t.Fatalf("testbed/up %s: %v\n%s", name, err, stderr.String())
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "export "), "=")
+		if ok && k == want {
+			return strings.Trim(v, `'"`)
+		}
+	}
+	t.Fatalf("testbed/up %s printed no %s", name, want)
+	return ""
+}
+
 // TestSoakNetworkFaults runs the fencing soak on the s3 driver (MinIO) and
-// the azure driver (Azurite) with every owner's traffic through a proxy
+// the azure driver (Azurite), each a private instance, with every owner's traffic through a proxy
 // that delays, resets and cuts the connections to the backend; the
 // verifier reads directly. Nothing acked may be lost, duplicated or
 // changed, and every error the faults cause must be ErrUnavailable or
@@ -195,11 +232,7 @@ func TestSoakNetworkFaults(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.driver, func(t *testing.T) {
 			t.Parallel()
-			env, err := testbed.Env(tc.testbed, tc.env)
-			if err != nil {
-				t.Fatalf("%s testbed: %v", tc.testbed, err)
-			}
-			raw, err := os.ReadFile(env[tc.env])
+			raw, err := os.ReadFile(privateTestbed(t, tc.testbed, tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}
