@@ -3,7 +3,6 @@ package s3
 import (
 	"testing"
 
-	"github.com/stratastream/strata/drivers/internal/drivertest"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/chunked"
 )
@@ -37,7 +36,7 @@ func TestOpenStats(t *testing.T) {
 	if _, err := stream.Append(ctx, s, stream.Batch{Count: 1, Payload: make([]byte, 5000)}); err != nil {
 		t.Fatal(err)
 	}
-	d := drivertest.StatsDiff(sr.RequestStats(), before)
+	d := sr.RequestStats().Sub(before)
 	if d.Puts != 1 || d.Lists != 0 || d.BytesWritten < 5000 {
 		t.Errorf("one append made %+v; want 1 PUT of at least 5000 bytes and no LIST", d)
 	}

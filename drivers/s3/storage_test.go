@@ -90,7 +90,7 @@ func TestRequestStats(t *testing.T) {
 		if err := s.do(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		if got := drivertest.StatsDiff(st.RequestStats(), before); got != s.want {
+		if got := st.RequestStats().Sub(before); got != s.want {
 			t.Errorf("%s: requests %+v, want %+v", s.name, got, s.want)
 		}
 	}

@@ -108,7 +108,7 @@ func (p *phase) result(names []string, end time.Time, statsEnd chunked.RequestSt
 		})
 	}
 	if withStats {
-		r.Requests = requestsPerGiB(diffStats(p.stats, statsEnd), total)
+		r.Requests = requestsPerGiB(statsEnd.Sub(p.stats), total)
 	}
 	return r
 }
@@ -122,15 +122,6 @@ func percentiles(h *hdrhistogram.Histogram) Latency {
 		P99:  ms(h.ValueAtQuantile(99)),
 		P999: ms(h.ValueAtQuantile(99.9)),
 		Max:  ms(h.Max()),
-	}
-}
-
-func diffStats(a, b chunked.RequestStats) chunked.RequestStats {
-	return chunked.RequestStats{
-		Puts: b.Puts - a.Puts, Gets: b.Gets - a.Gets, Heads: b.Heads - a.Heads,
-		Lists: b.Lists - a.Lists, Deletes: b.Deletes - a.Deletes,
-		BytesWritten: b.BytesWritten - a.BytesWritten, BytesRead: b.BytesRead - a.BytesRead,
-		Retries: b.Retries - a.Retries, Errors: b.Errors - a.Errors,
 	}
 }
 

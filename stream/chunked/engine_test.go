@@ -385,3 +385,12 @@ func TestListNestedNames(t *testing.T) {
 		t.Errorf("a/b after Delete(a): %v", err)
 	}
 }
+
+func TestRequestStatsSub(t *testing.T) {
+	a := RequestStats{Puts: 5, Gets: 7, Heads: 1, Lists: 2, Deletes: 3, BytesWritten: 100, BytesRead: 50, Retries: 4, Errors: 1}
+	b := RequestStats{Puts: 2, Gets: 7, Heads: 0, Lists: 1, Deletes: 1, BytesWritten: 40, BytesRead: 10, Retries: 1, Errors: 0}
+	want := RequestStats{Puts: 3, Gets: 0, Heads: 1, Lists: 1, Deletes: 2, BytesWritten: 60, BytesRead: 40, Retries: 3, Errors: 1}
+	if got := a.Sub(b); got != want {
+		t.Fatalf("Sub = %+v, want %+v", got, want)
+	}
+}

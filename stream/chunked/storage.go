@@ -50,3 +50,14 @@ type RequestStats struct {
 type StatsReporter interface {
 	RequestStats() RequestStats
 }
+
+// Sub returns s - before, field by field: the requests made between two
+// readings of a StatsReporter.
+func (s RequestStats) Sub(before RequestStats) RequestStats {
+	return RequestStats{
+		Puts: s.Puts - before.Puts, Gets: s.Gets - before.Gets, Heads: s.Heads - before.Heads,
+		Lists: s.Lists - before.Lists, Deletes: s.Deletes - before.Deletes,
+		BytesWritten: s.BytesWritten - before.BytesWritten, BytesRead: s.BytesRead - before.BytesRead,
+		Retries: s.Retries - before.Retries, Errors: s.Errors - before.Errors,
+	}
+}

@@ -58,7 +58,7 @@ func EngineAppends[S interface {
 	ss := OpenStreams(b, store, streams)
 	before := st.RequestStats()
 	Appends(b, ss, make([]byte, size), window)
-	return StatsDiff(st.RequestStats(), before)
+	return st.RequestStats().Sub(before)
 }
 
 // Appends is the measured part of an append benchmark: b.N appends of
@@ -178,22 +178,11 @@ func Split(n, k, i int) int {
 	return n / k
 }
 
-// StatsDiff is a - b, field by field: the requests made between two
-// snapshots.
-func StatsDiff(a, b chunked.RequestStats) chunked.RequestStats {
-	return chunked.RequestStats{
-		Puts: a.Puts - b.Puts, Gets: a.Gets - b.Gets, Heads: a.Heads - b.Heads,
-		Lists: a.Lists - b.Lists, Deletes: a.Deletes - b.Deletes,
-		BytesWritten: a.BytesWritten - b.BytesWritten, BytesRead: a.BytesRead - b.BytesRead,
-		Retries: a.Retries - b.Retries, Errors: a.Errors - b.Errors,
-	}
-}
-
 // ReportRequests adds to b, for the requests between before and after:
 // list (LIST requests), and per GiB of payload put/GiB (PUTs) and req/GiB
 // (requests of every kind, retries included).
 func ReportRequests(b *testing.B, before, after chunked.RequestStats, payload int64) {
-	d := StatsDiff(after, before)
+	d := after.Sub(before)
 	b.ReportMetric(float64(d.Lists), "list")
 	if payload <= 0 {
 		return
