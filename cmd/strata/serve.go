@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratastream/strata/broker"
 	"github.com/stratastream/strata/drivers/nfs"
+	"github.com/stratastream/strata/internal/yamlconf"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/plugin"
 )
@@ -92,9 +93,7 @@ type topicRoute struct {
 
 func parseServeConfig(b []byte) (serveConfig, error) {
 	var c serveConfig
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	if err := yamlconf.Decode(b, &c); err != nil && !errors.Is(err, io.EOF) {
 		return c, err
 	}
 	if !c.TLS.IsZero() {

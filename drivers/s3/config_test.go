@@ -34,7 +34,7 @@ func TestParseConfig(t *testing.T) {
 		{"bad endpoint", "bucket: bk1\nendpoint: 127.0.0.1:9000\n", nil, "endpoint"},
 		{"half credentials", "bucket: bk1\ncredentials: {access_key_id: k}\n", nil, "credentials"},
 		{"negative timeout", "bucket: bk1\ntimeouts: {request: -1s}\n", nil, "timeouts.request"},
-		{"bad duration", "bucket: bk1\ntimeouts: {request: soon}\n", nil, "soon"},
+		{"bad duration", "bucket: bk1\ntimeouts: {request: soon}\n", nil, "line 2: cannot unmarshal !!str (value hidden) into time.Duration"},
 		{"too many attempts", "bucket: bk1\nretry: {max_attempts: 1000}\n", nil, "retry.max_attempts"},
 		{"negative chunk", "bucket: bk1\nengine: {max_chunk_bytes: -1}\n", nil, "engine.max_chunk_bytes"},
 		{"url unknown param", "s3://bk1/?colour=red", nil, "colour"},

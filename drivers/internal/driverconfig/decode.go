@@ -8,8 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/stratastream/strata/internal/yamlconf"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -56,12 +55,11 @@ func Parse[C any](driver, scheme string, data []byte, fromURL func(*url.URL) (C,
 }
 
 // DecodeYAML decodes a YAML or JSON document into v strictly: an unknown
-// field is an error. Errors wrap stream.ErrInvalidArgument and read
+// field is an error, and no config value (it may be a secret) is quoted in
+// an error. Errors wrap stream.ErrInvalidArgument and read
 // "DRIVER config: ...".
 func DecodeYAML(driver string, data []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
+	if err := yamlconf.Decode(data, v); err != nil {
 		return fmt.Errorf("%w: %s config: %v", stream.ErrInvalidArgument, driver, err)
 	}
 	return nil
