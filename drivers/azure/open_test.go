@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,38 +31,6 @@ func closedPort(t *testing.T) int {
 	return port
 }
 
-// silentServer accepts connections and never answers; it stops with t.
-func silentServer(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	return l.Addr().String()
-}
-
 // TestOpenBadInput: each usual misconfiguration fails Open with an error
 // that says what is wrong.
 func TestOpenBadInput(t *testing.T) {
@@ -82,7 +49,7 @@ func TestOpenBadInput(t *testing.T) {
 	wrongAccount := base
 	wrongAccount.Credentials.AccountName = "otheraccount"
 	silent := base
-	silent.AccountURL = "http://" + silentServer(t) + "/devstoreaccount1"
+	silent.AccountURL = "http://" + drivertest.SilentServer(t) + "/devstoreaccount1"
 	silent.Timeouts.Request = 300 * time.Millisecond
 	tests := []struct {
 		name     string
