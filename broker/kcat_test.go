@@ -29,9 +29,7 @@ func kcat(t *testing.T, stdin string, args ...string) string {
 // TestKcat produces with kcat, reads back with kcat as a plain consumer and
 // as a group member (-G), and lists metadata (-L).
 func TestKcat(t *testing.T) {
-	if _, err := exec.LookPath("kcat"); err != nil {
-		t.Skip("kcat is not installed (apt-get install -y kcat)")
-	}
+	requireTool(t, "kcat", "apt-get install -y kcat")
 	st := nfsStore(t, "")
 	_, addr := startBroker(t, st, func(c *Config) { c.DefaultPartitions = 3 })
 	const n = 1000
