@@ -74,11 +74,10 @@ func decodeAppendRequest(b []byte, m *streamv1.AppendRequest) error {
 			m.Batches = append(m.Batches, pb)
 			b = b[n:]
 		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errMalformed
+			var err error
+			if b, err = skipField(num, typ, b); err != nil {
+				return err
 			}
-			b = b[n:]
 		}
 	}
 	return nil
@@ -130,11 +129,10 @@ func decodeBatch(b []byte, m *streamv1.Batch) error {
 			m.Crc32C = v
 			b = b[n:]
 		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errMalformed
+			var err error
+			if b, err = skipField(num, typ, b); err != nil {
+				return err
 			}
-			b = b[n:]
 		}
 	}
 	return nil
@@ -161,11 +159,20 @@ func decodeProperty(b []byte, m *streamv1.Property) error {
 			b = b[n:]
 			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return errMalformed
+		var err error
+		if b, err = skipField(num, typ, b); err != nil {
+			return err
 		}
-		b = b[n:]
 	}
 	return nil
+}
+
+// skipField consumes the value of a field the decoder does not use (an
+// unknown field, or a known number with an unexpected wire type).
+func skipField(num protowire.Number, typ protowire.Type, b []byte) ([]byte, error) {
+	n := protowire.ConsumeFieldValue(num, typ, b)
+	if n < 0 {
+		return nil, errMalformed
+	}
+	return b[n:], nil
 }
