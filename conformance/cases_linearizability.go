@@ -68,12 +68,12 @@ type linOutput struct {
 	Base   int64      // append; for a fenced append, where it landed
 	Range  bool       // ErrOffsetOutOfRange
 	Fenced bool       // ErrFenced
-	// Resolved: a fenced append whose outcome the final read settled;
-	// Landed says which way.
-	Resolved, Landed bool
 	Got    []linBatch // fetch
 	Start  int64      // open: StartOffset
 	Next   int64      // open: NextOffset
+	// Resolved marks a fenced append whose fate the final read settled;
+	// Landed says which way.
+	Resolved, Landed bool
 }
 
 type linState struct {
