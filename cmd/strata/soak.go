@@ -54,6 +54,9 @@ type soakJSON struct {
 	Diverged     int64    `json:"diverged"`
 	Violations   int64    `json:"violations"`
 	Unexpected   int64    `json:"unexpected_errors"`
+	Goroutines   [2]int   `json:"goroutines_before_after"`
+	Leaked       []string `json:"leaked_goroutines"`
+	ProcsLeft    []string `json:"driver_processes_left"`
 	Problems     []string `json:"problems"`
 	OK           bool     `json:"ok"`
 }
@@ -77,6 +80,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		asJSON     = fs.Bool("json", false, "print one JSON object instead of the table")
 		keep       = fs.Bool("keep", false, "keep the soak's streams (default: delete them after a clean run)")
 		opTimeout  = fs.Duration("op-timeout", time.Minute, "longest an owner's session or a verifier read may take before it counts as an unexpected error")
+		leakWait   = fs.Duration("leak-wait", 10*time.Second, "longest to wait after the run for goroutines to settle and driver processes to exit before they count as leaked")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -89,8 +93,8 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if *rounds <= 0 || *streams <= 0 || *owners <= 0 || *appends <= 0 || *hosts <= 0 {
-		return bad("--rounds, --streams, --owners, --appends and --hosts must be positive")
+	if *rounds <= 0 || *streams <= 0 || *owners <= 0 || *appends <= 0 || *hosts <= 0 || *leakWait <= 0 {
+		return bad("--rounds, --streams, --owners, --appends, --hosts and --leak-wait must be positive")
 	}
 	if *kill {
 		*outOfProc = true
@@ -117,6 +121,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hs := &soakHosts{config: config, opener: opener, bin: bin, logger: quiet, clients: map[int]*plugin.Client{}}
 	defer hs.closeAll()
 	began := time.Now()
+	prefix := fmt.Sprintf("soak-%d-%d", *seed, time.Now().UnixNano()%1e9)
 	cfg := soak.Config{
 		NewStore:  hs.newStore,
 		Hosts:     *hosts,
@@ -126,7 +131,14 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Appends:   *appends,
 		Seed:      *seed,
 		OpTimeout: *opTimeout,
-		Prefix:    fmt.Sprintf("soak-%d-%d", *seed, time.Now().UnixNano()%1e9),
+		LeakWait:  *leakWait,
+		Release: func(ctx context.Context, rep *soak.Report) {
+			if rep.OK() && !*keep {
+				hs.deleteStreams(ctx, prefix)
+			}
+			hs.closeAll()
+		},
+		Prefix: prefix,
 		Logf: func(format string, a ...any) {
 			fmt.Fprintf(stderr, "strata soak: %6.1fs "+format+"\n", append([]any{time.Since(began).Seconds()}, a...)...)
 		},
@@ -154,7 +166,9 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Operations: rep.Operations, Faults: rep.Faults, FaultErrors: rep.FaultErrs, Fenced: rep.Fenced,
 			Acked: rep.Acked, AckedOffsets: rep.AckedOffs, Verified: rep.Verified, Lost: rep.Lost,
 			Duplicated: rep.Duplicated, Diverged: rep.Diverged, Violations: rep.Violations,
-			Unexpected: rep.Unexpected, Problems: append([]string{}, rep.Problems...), OK: rep.OK()}
+			Unexpected: rep.Unexpected, Goroutines: [2]int{rep.Leaks.GoroutinesBefore, rep.Leaks.GoroutinesAfter},
+			Leaked: append([]string{}, rep.Leaks.Goroutines...), ProcsLeft: append([]string{}, rep.Leaks.Processes...),
+			Problems: append([]string{}, rep.Problems...), OK: rep.OK()}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
@@ -171,6 +185,9 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "diverged          %d\n", rep.Diverged)
 		fmt.Fprintf(stdout, "fence violations  %d\n", rep.Violations)
 		fmt.Fprintf(stdout, "unexpected errors %d\n", rep.Unexpected)
+		fmt.Fprintf(stdout, "goroutines        %d before, %d after\n", rep.Leaks.GoroutinesBefore, rep.Leaks.GoroutinesAfter)
+		fmt.Fprintf(stdout, "driver processes  %d left\n", len(rep.Leaks.Processes))
+		fmt.Fprintf(stdout, "time              %.1fs\n", time.Since(began).Seconds())
 	}
 	if !rep.OK() {
 		for _, p := range rep.Problems {
@@ -178,9 +195,6 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "strata soak: FAIL with seed %d; replay the workload: %s\n", rep.Seed, replay)
 		return 1
-	}
-	if !*keep {
-		hs.deleteStreams(ctx, cfg.Prefix)
 	}
 	return 0
 }
@@ -309,14 +323,18 @@ func (h *soakHosts) deleteStreams(ctx context.Context, prefix string) {
 	}
 }
 
+// closeAll closes the shared store and every driver process; it may be
+// called more than once.
 func (h *soakHosts) closeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shared != nil {
 		_ = h.shared.Close()
+		h.shared = nil
 	}
-	for _, c := range h.clients {
+	for i, c := range h.clients {
 		_ = c.Close()
+		delete(h.clients, i)
 	}
 }
 

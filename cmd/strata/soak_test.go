@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -18,11 +14,7 @@ func runSoakJSON(t *testing.T, args ...string) soakJSON {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), append([]string{"soak", "--json"}, args...), &stdout, &stderr)
-	leaked := driverChildren(t)
 	plugin.CleanupClients()
-	if len(leaked) > 0 {
-		t.Errorf("driver processes left behind by the soak: %q", leaked)
-	}
 	var rep soakJSON
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("exit %d, output is not JSON: %v\n%s\n%s", code, err, stdout.String(), stderr.String())
@@ -33,48 +25,14 @@ func runSoakJSON(t *testing.T, args ...string) soakJSON {
 	if rep.Acked == 0 || rep.Verified != rep.Acked || rep.Lost+rep.Duplicated+rep.Diverged+rep.Violations+rep.Unexpected != 0 {
 		t.Fatalf("soak report: %+v", rep)
 	}
+	if rep.Goroutines[0] == 0 || rep.Goroutines[1] > rep.Goroutines[0] || len(rep.ProcsLeft) > 0 || len(rep.Leaked) > 0 {
+		t.Fatalf("leak check missing or failed: goroutines before/after %v, leaked %q, driver processes left %q", rep.Goroutines, rep.Leaked, rep.ProcsLeft)
+	}
 	if rep.Fenced == 0 {
 		t.Fatalf("no open or append was fenced: the owners did not race: %+v", rep)
 	}
-	t.Logf("%s: %d operations, %d faults, %d acked, %d verified, %d fenced", strings.Join(args, " "), rep.Operations, rep.Faults, rep.Acked, rep.Verified, rep.Fenced)
+	t.Logf("%s: %d operations, %d faults, %d acked, %d verified, %d fenced; goroutines before/after %v", strings.Join(args, " "), rep.Operations, rep.Faults, rep.Acked, rep.Verified, rep.Fenced, rep.Goroutines)
 	return rep
-}
-
-// driverChildren lists this process's child processes (zombies included)
-// that are driver plugins.
-func driverChildren(t *testing.T) []string {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	me := strconv.Itoa(os.Getpid())
-	var out []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		var name, ppid, state string
-		for _, line := range strings.Split(string(status), "\n") {
-			k, v, _ := strings.Cut(line, ":")
-			switch k {
-			case "Name":
-				name = strings.TrimSpace(v)
-			case "PPid":
-				ppid = strings.TrimSpace(v)
-			case "State":
-				state = strings.TrimSpace(v)
-			}
-		}
-		if ppid == me && strings.HasPrefix(name, "strata-driver") {
-			out = append(out, fmt.Sprintf("%s pid %s (%s)", name, e.Name(), state))
-		}
-	}
-	return out
 }
 
 // TestSoakShort runs short soaks: memory and nfs in-process, and nfs out of

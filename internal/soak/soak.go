@@ -74,6 +74,17 @@ type Config struct {
 	Prefix string
 	// Logf, if set, receives progress lines.
 	Logf func(format string, args ...any)
+	// Release, if set, is called once the run is verified and all its
+	// stores are closed, before the leak check: it closes whatever
+	// NewStore opened behind the stores (driver processes, a shared
+	// store) and may clean up the streams.
+	Release func(ctx context.Context, rep *Report)
+	// LeakWait, if positive, turns on the leak check: after Release, the
+	// run waits up to LeakWait for the goroutine count to fall back to the
+	// count before the run and for every child process to be gone; what is
+	// left is in Report.Leaks and fails the run. Only for a process that
+	// runs nothing else meanwhile (not alongside parallel tests).
+	LeakWait time.Duration
 }
 
 // Report is the outcome of a run.
@@ -91,14 +102,16 @@ type Report struct {
 	Diverged   int64 // acked offsets holding other bytes, logs that differ between readers, broken offsets
 	Violations int64 // fencing and ordering rule breaks seen by the owners or the verifier
 	Unexpected int64 // errors other than ErrFenced on a store that was not killed
+	// Leaks is what the run left running (checked when Config.LeakWait > 0).
+	Leaks Leaks
 	// Problems are the first few failures, in words.
 	Problems []string
 }
 
-// OK reports whether nothing was lost, duplicated, diverged, violated or
-// unexpected.
+// OK reports whether nothing was lost, duplicated, diverged, violated,
+// unexpected or leaked.
 func (r *Report) OK() bool {
-	return r.Lost == 0 && r.Duplicated == 0 && r.Diverged == 0 && r.Violations == 0 && r.Unexpected == 0
+	return r.Lost == 0 && r.Duplicated == 0 && r.Diverged == 0 && r.Violations == 0 && r.Unexpected == 0 && !r.Leaks.Found()
 }
 
 const maxProblems = 20
@@ -185,6 +198,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	var base Baseline
+	if cfg.LeakWait > 0 {
+		base = TakeBaseline()
+	}
+	rep, err := runAndVerify(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Release != nil {
+		cfg.Release(ctx, rep)
+	}
+	if cfg.LeakWait > 0 {
+		rep.Leaks = base.Check(ctx, cfg.LeakWait)
+		rep.Problems = append(rep.Problems, rep.Leaks.Problems()...)
+	}
+	return rep, nil
+}
+
+// runAndVerify runs the rounds and the verifier, and closes every store it
+// opened.
+func runAndVerify(ctx context.Context, cfg Config) (*Report, error) {
 	r := &run{
 		cfg:    cfg,
 		rep:    Report{Seed: cfg.Seed},
