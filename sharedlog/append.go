@@ -147,10 +147,13 @@ func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions)
 	if l.opts.LogAppendTime {
 		appendTime, ts = now, now
 	}
-	stampBatch(batch, base, l.opts.Epoch, appendTime)
+	sum := stampBatch(batch, base, l.opts.Epoch, appendTime)
 	h.LeaderEpoch = l.opts.Epoch
 	count := h.OffsetCount()
-	fut := l.data.Append(l.ctx, stream.Batch{Count: uint32(count), Timestamp: ts, Payload: batch})
+	// The payload checksum comes from the Kafka CRC checked above, so the
+	// stream need not read the batch again to checksum it.
+	fut := l.data.Append(l.ctx, stream.Batch{Count: uint32(count), Timestamp: ts, Payload: batch,
+		PayloadChecksum: sum, PayloadChecksumSet: true})
 	l.applyBatch(h, batch, base, ts, now, fut)
 	l.next += count
 	l.since += int64(len(batch))

@@ -2,10 +2,11 @@ package sharedlog
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stratastream/strata/stream"
 )
 
 // Layout of a Kafka record batch, magic v2 (KIP-98). Offsets are from the
@@ -48,8 +49,6 @@ const (
 	CompressionLZ4    = 3
 	CompressionZstd   = 4
 )
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // BatchHeader is the decoded header of a v2 record batch.
 type BatchHeader struct {
@@ -182,7 +181,7 @@ func parseBatch(b []byte, deep bool) (BatchHeader, error) {
 	case h.Magic != 2:
 		return h, errorf(kerr.CorruptMessage, "record batch magic %d is not a known format", h.Magic)
 	}
-	if crc := crc32.Checksum(b[offAttributes:], crcTable); crc != h.CRC {
+	if crc := stream.Checksum(b[offAttributes:]); crc != h.CRC {
 		return h, errorf(kerr.CorruptMessage, "record batch CRC32C is %08x, computed %08x", h.CRC, crc)
 	}
 	if c := h.Compression(); c > CompressionZstd {
@@ -342,17 +341,28 @@ func (r *recordReader) record(i int32) (record, error) {
 // stampBatch rewrites the fields the log assigns: the base offset and the
 // partition leader epoch (both outside the CRC) and, when appendTime >= 0,
 // the LogAppendTime attribute and max timestamp (inside the CRC, which it
-// then recomputes).
-func stampBatch(b []byte, base int64, epoch int32, appendTime int64) {
+// then updates from the change alone: a CRC32C of the changed bytes before
+// and after, shifted over the rest). b's CRC must be valid (parseBatch
+// checked it). It returns the stream.Checksum of the whole stamped batch,
+// the stream payload checksum, without a pass over b: the CRC32C of the
+// 21 bytes before the attributes combined with the Kafka CRC, which covers
+// the attributes to the end in every v2 batch (compressed, transactional
+// and control batches alike).
+func stampBatch(b []byte, base int64, epoch int32, appendTime int64) uint32 {
 	be := binary.BigEndian
 	be.PutUint64(b[offBaseOffset:], uint64(base))
 	be.PutUint32(b[offLeaderEpoch:], uint32(epoch))
+	crc := be.Uint32(b[offCRC:])
 	if appendTime >= 0 {
+		changed := b[offAttributes:offProducerID] // attributes .. max timestamp
+		before := stream.Checksum(changed)
 		attrs := be.Uint16(b[offAttributes:]) | attrLogAppendTime
 		be.PutUint16(b[offAttributes:], attrs)
 		be.PutUint64(b[offMaxTimestamp:], uint64(appendTime))
-		be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], crcTable))
+		crc ^= stream.CombineChecksum(before^stream.Checksum(changed), 0, len(b)-offProducerID)
+		be.PutUint32(b[offCRC:], crc)
 	}
+	return stream.CombineChecksum(stream.Checksum(b[:offAttributes]), crc, len(b)-offAttributes)
 }
 
 // Control record types (the key of a control batch's single record).

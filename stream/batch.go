@@ -1,9 +1,6 @@
 package stream
 
-import (
-	"fmt"
-	"hash/crc32"
-)
+import "fmt"
 
 // Batch is the unit of append and fetch. It occupies Count logical offsets.
 type Batch struct {
@@ -19,6 +16,24 @@ type Batch struct {
 	Properties map[string]string
 	// Payload is opaque to the stream. It is checksummed (CRC32C) end to end.
 	Payload []byte
+	// PayloadChecksum, when PayloadChecksumSet, is the caller's
+	// Checksum(Payload), supplied to Append so that the driver need not
+	// read the payload a second time to checksum it (a caller that has
+	// just verified or computed a checksum over the same bytes, such as
+	// sharedlog with a Kafka batch CRC, gets it for a CombineChecksum).
+	// A driver may store it in place of computing its own. It must never
+	// return wrong bytes because of it: if the supplied checksum does not
+	// match the payload, either the Append fails with ErrCorrupt and
+	// nothing is stored, or the batch is stored and every Fetch covering
+	// it fails with ErrCorrupt (as may fetches of batches stored with it
+	// in one backend object: a wrong checksum corrupts the caller's own
+	// stream, never another's). A driver that computes its own checksum
+	// anyway compares the two. Only Append reads these two fields; Fetch
+	// returns batches with them unset.
+	PayloadChecksum uint32
+	// PayloadChecksumSet says PayloadChecksum is supplied (zero is a valid
+	// CRC32C).
+	PayloadChecksumSet bool
 }
 
 // EndOffset is the offset after the batch: BaseOffset + Count.
@@ -33,15 +48,6 @@ func (b Batch) Size() int {
 	}
 	return n
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// Checksum is the CRC32C (Castagnoli) of p, the checksum every driver and
-// transport uses for payloads.
-func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
-
-// UpdateChecksum extends a CRC32C computed so far with p.
-func UpdateChecksum(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
 
 // CheckBatch validates b against the limits in info: it returns an error
 // wrapping ErrInvalidArgument for a Count of 0 or a property with an empty

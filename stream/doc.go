@@ -24,6 +24,15 @@
 // context.DeadlineExceeded); Append and Trim on a read-only session fail with
 // ErrInvalidArgument.
 //
+// Payloads are checksummed with CRC32C (Checksum) end to end. A caller that
+// already holds the checksum of a payload may supply it with the batch
+// (Batch.PayloadChecksum and PayloadChecksumSet) so that the driver skips
+// its own pass over the bytes; CombineChecksum joins checksums of adjacent
+// byte ranges without reading them. A supplied checksum never makes a
+// driver return wrong bytes: a wrong one fails the Append with ErrCorrupt
+// (nothing stored), or the batch is stored and Fetches covering it fail
+// with ErrCorrupt.
+//
 // This package holds no driver and does no I/O. Drivers live under
 // drivers/, the out-of-process transport under stream/plugin, and the
 // portable engine for object-like stores under stream/chunked.

@@ -307,7 +307,14 @@ func (h *handle) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 	if s.b.Payload == nil {
 		s.b.Payload = []byte{}
 	}
-	s.crc = stream.Checksum(s.b.Payload)
+	// The checksum travels with the batch and Fetch verifies it. A
+	// checksum the caller supplied is trusted here (the copy is the only
+	// pass over the payload); a wrong one is stored, so every Fetch of the
+	// batch fails with ErrCorrupt and never returns it.
+	s.crc = b.PayloadChecksum
+	if !b.PayloadChecksumSet {
+		s.crc = stream.Checksum(s.b.Payload)
+	}
 	h.st.mu.Lock()
 	defer h.st.mu.Unlock()
 	if err := h.fenced("append"); err != nil {

@@ -21,13 +21,29 @@ func BenchmarkAppend(b *testing.B) {
 	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
 		for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
 			b.Run(fmt.Sprintf("size=%dKiB/linger=%v", size>>10, linger), func(b *testing.B) {
-				benchAppend(b, size, Options{Linger: linger})
+				benchAppend(b, size, Options{Linger: linger}, false)
 			})
 		}
 	}
 }
 
-func benchAppend(b *testing.B, size int, opts Options) {
+// BenchmarkAppendSuppliedChecksum compares the engine's CPU per 1 MiB
+// append when it checksums the payload itself (checksum=engine) and when
+// the caller supplies it (checksum=supplied, stream.Batch.PayloadChecksum:
+// the payload is copied but not read again).
+//
+//	go test ./stream/chunked -run XXX -bench AppendSuppliedChecksum -benchtime 2000x -count 3
+func BenchmarkAppendSuppliedChecksum(b *testing.B) {
+	for _, supplied := range []bool{false, true} {
+		name := "checksum=engine"
+		if supplied {
+			name = "checksum=supplied"
+		}
+		b.Run(name, func(b *testing.B) { benchAppend(b, 1<<20, Options{}, supplied) })
+	}
+}
+
+func benchAppend(b *testing.B, size int, opts Options, supplied bool) {
 	ctx := context.Background()
 	s, err := NewStore(NewMemStorage(), opts)
 	if err != nil {
@@ -39,6 +55,13 @@ func benchAppend(b *testing.B, size int, opts Options) {
 		b.Fatal(err)
 	}
 	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	batch := stream.Batch{Count: 1, Payload: payload}
+	if supplied {
+		batch.PayloadChecksum, batch.PayloadChecksumSet = stream.Checksum(payload), true
+	}
 	window := make(chan *stream.AppendFuture, 4096)
 	done := make(chan error, 1)
 	go func() {
@@ -54,7 +77,7 @@ func benchAppend(b *testing.B, size int, opts Options) {
 	cpu0 := processCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		window <- st.Append(ctx, stream.Batch{Count: 1, Payload: payload})
+		window <- st.Append(ctx, batch)
 	}
 	close(window)
 	if err := <-done; err != nil {

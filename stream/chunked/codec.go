@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"maps"
 	"slices"
 
@@ -123,12 +122,12 @@ func sealChunk(buf []byte, kind byte, sess sessionKey, base int64, id putID, spa
 		if sp.n < combineMin {
 			crc = stream.Checksum(e[:sp.n-4])
 			binary.BigEndian.PutUint32(e[sp.n-4:], crc)
-			bodyCRC = crc32.Update(bodyCRC, castagnoli, e)
+			bodyCRC = stream.UpdateChecksum(bodyCRC, e)
 			continue
 		}
-		crc = crcCombine(stream.Checksum(e[:8]), sp.rest, sp.n-12)
+		crc = stream.CombineChecksum(stream.Checksum(e[:8]), sp.rest, sp.n-12)
 		binary.BigEndian.PutUint32(e[sp.n-4:], crc)
-		bodyCRC = crcCombine(bodyCRC, crc32.Update(crc, castagnoli, e[sp.n-4:]), sp.n)
+		bodyCRC = stream.CombineChecksum(bodyCRC, stream.UpdateChecksum(crc, e[sp.n-4:]), sp.n)
 	}
 	h := chunkHeader{Kind: kind, Sess: sess, Base: base, Count: uint64(next - base), Batches: uint32(len(spans)),
 		BodyLen: uint32(len(buf) - chunkHeaderLen), BodyCRC: bodyCRC, PutID: id}
@@ -240,7 +239,12 @@ const copyBlock = 64 << 10
 // at the cut) and its last 4 (the checksum, which covers the base), and
 // returns the CRC32C of the bytes in between (0 for batches below
 // combineMin, which sealChunk checksums whole). The payload is copied and
-// checksummed block by block, so it is read from memory once.
+// checksummed block by block, so it is read from memory once; when the
+// caller supplied its checksum (b.PayloadChecksumSet) it is only copied,
+// and the supplied checksum is combined with the fields before it. The
+// stored checksums then derive from the supplied one, so a wrong one makes
+// the chunk fail verification (decodeChunk, chunkCache.get): the batch is
+// never served.
 func encodeBatchBody(e []byte, b stream.Batch) uint32 {
 	binary.BigEndian.PutUint32(e[8:], b.Count)
 	binary.BigEndian.PutUint64(e[12:], uint64(b.Timestamp))
@@ -262,9 +266,13 @@ func encodeBatchBody(e []byte, b stream.Batch) uint32 {
 		return 0 // sealChunk checksums small batches whole
 	}
 	crc := stream.Checksum(e[8:off])
+	if b.PayloadChecksumSet {
+		copy(e[off:], b.Payload)
+		return stream.CombineChecksum(crc, b.PayloadChecksum, len(b.Payload))
+	}
 	for p := b.Payload; len(p) > 0; {
 		n := copy(e[off:], p[:min(len(p), copyBlock)])
-		crc = crc32.Update(crc, castagnoli, e[off:off+n])
+		crc = stream.UpdateChecksum(crc, e[off:off+n])
 		off, p = off+n, p[n:]
 	}
 	return crc

@@ -65,10 +65,13 @@ func copyBatch(b stream.Batch) stream.Batch {
 // stored object is that very put (by put id, base and count) and every
 // checksum.
 func (s *Store) loadChunk(ctx context.Context, l layout, e indexEntry) ([]stream.Batch, error) {
-	if b, ok := s.cache.get(l, e.Seq, e.PutID); ok {
+	key := l.chunk(e.Seq)
+	if b, ok, err := s.cache.get(l, e.Seq, e.PutID); ok {
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %s [%d, %d): %w", l.name, key, e.Base, e.end(), err)
+		}
 		return b, nil
 	}
-	key := l.chunk(e.Seq)
 	data, err := s.get(ctx, key, 0, -1)
 	if errors.Is(err, stream.ErrNotFound) {
 		return nil, fmt.Errorf("stream %q: %s [%d, %d): %w", l.name, key, e.Base, e.end(), errChunkGone)
@@ -84,6 +87,6 @@ func (s *Store) loadChunk(ctx context.Context, l layout, e indexEntry) ([]stream
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %s [%d, %d): %w", l.name, key, e.Base, e.end(), err)
 	}
-	s.cache.add(l, e.Seq, e.PutID, batches, len(data))
+	s.cache.add(l, e.Seq, e.PutID, batches, len(data), nil)
 	return batches, nil
 }

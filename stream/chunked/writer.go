@@ -69,7 +69,11 @@ type view struct {
 }
 
 type appendReq struct {
-	b        stream.Batch // Payload aliases seg.buf
+	b stream.Batch // Payload aliases seg.buf
+	// supplied: the batch's stored checksum derives from sum, the payload
+	// checksum the caller supplied (not verified at Append).
+	supplied bool
+	sum      uint32
 	size     int
 	seg      *segment
 	span     batchSpan // where b is encoded in seg.buf
@@ -183,9 +187,18 @@ func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 	if err := ctx.Err(); err != nil {
 		return stream.FailedAppend(err)
 	}
-	f, complete := stream.NewAppendFuture()
-	r := &appendReq{size: b.Size(), complete: complete}
 	enc := batchEncodedLen(b)
+	supplied := b.PayloadChecksumSet && enc >= combineMin
+	if b.PayloadChecksumSet && !supplied {
+		// A small batch is checksummed whole at the cut (sealChunk) from
+		// its bytes, so the supplied checksum is checked here instead, at
+		// the cost of a pass over a few KiB.
+		if got := stream.Checksum(b.Payload); got != b.PayloadChecksum {
+			return stream.FailedAppend(fmt.Errorf("%w: stream %q: payload checksum %08x, the caller supplied %08x", stream.ErrCorrupt, w.l.name, got, b.PayloadChecksum))
+		}
+	}
+	f, complete := stream.NewAppendFuture()
+	r := &appendReq{size: b.Size(), complete: complete, supplied: supplied, sum: b.PayloadChecksum}
 	for {
 		w.imu.Lock()
 		if w.iclosed {
@@ -767,7 +780,13 @@ func (w *writer) ack(h *pend) {
 	w.ch.Entries = append(w.ch.Entries, indexEntry{Seq: h.slot, Base: h.base, Count: uint64(h.end - h.base), PutID: h.id})
 	w.ch.Tail = tail{Seq: h.slot + 1, Next: h.end, Max: w.self}
 	w.sinceManifest++
-	w.s.cache.add(w.l, h.slot, h.id, h.batches, h.mem)
+	var unverified []suppliedSum
+	for i, r := range h.reqs {
+		if r.supplied {
+			unverified = append(unverified, suppliedSum{i: i, crc: r.sum})
+		}
+	}
+	w.s.cache.add(w.l, h.slot, h.id, h.batches, h.mem, unverified)
 	w.publish() // before the futures: a Fetch after an ack sees it
 	for i, r := range h.reqs {
 		b := h.batches[i]

@@ -19,7 +19,10 @@
 // Appends are pipelined on one bidirectional stream per session (several
 // batches per message, acks in order), fetches arrive in chunks, and both
 // run on a private socket pair the host hands the driver (the data channel)
-// when the driver serves it. Payloads are checksummed (CRC32C) end to end.
+// when the driver serves it. Payloads are checksummed (CRC32C) end to end:
+// the host sends the checksum the caller supplied with a batch
+// (stream.Batch.PayloadChecksum) or computes it, the driver verifies it and
+// hands the verified checksum to its Store, which then need not compute it.
 // Every stream sentinel error crosses the boundary: errors.Is works on the
 // host and the driver's message is kept. A driver process that dies fails
 // every pending and later call with stream.ErrUnavailable naming its exit;

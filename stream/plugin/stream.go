@@ -75,14 +75,15 @@ func (h *hostStream) check(ctx context.Context, what string) error {
 }
 
 // Append sends b on the session's Append call and returns at once. The
-// payload is checksummed here (CRC32C) and verified by the driver. ctx
+// payload is checksummed here (CRC32C), unless the caller supplied its
+// checksum with b, and verified by the driver. ctx
 // governs only admission: a done ctx fails the future with ctx.Err() before
 // the batch is queued.
 func (h *hostStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
 	if err := ctx.Err(); err != nil {
 		return stream.FailedAppend(err)
 	}
-	pb := batchToProto(&b, stream.Checksum(b.Payload))
+	pb := batchToProto(&b, payloadChecksum(&b))
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

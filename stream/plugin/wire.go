@@ -18,7 +18,18 @@ const maxMessageBytes = 256 << 20
 // waiting. A batch larger than this travels alone.
 const coalesceBytes = 256 << 10
 
-// batchToProto converts b for the wire. crc is stream.Checksum(b.Payload).
+// payloadChecksum is the CRC32C of b's payload for the wire: the one the
+// caller supplied with the batch (stream.Batch.PayloadChecksum), else
+// computed here. The driver verifies it either way (batchFromProto), so a
+// wrong supplied checksum fails the append with stream.ErrCorrupt.
+func payloadChecksum(b *stream.Batch) uint32 {
+	if b.PayloadChecksumSet {
+		return b.PayloadChecksum
+	}
+	return stream.Checksum(b.Payload)
+}
+
+// batchToProto converts b for the wire. crc is payloadChecksum(b).
 // The payload is not copied.
 func batchToProto(b *stream.Batch, crc uint32) *streamv1.Batch {
 	pb := &streamv1.Batch{
@@ -39,7 +50,9 @@ func batchToProto(b *stream.Batch, crc uint32) *streamv1.Batch {
 
 // batchFromProto converts a wire batch, verifying its CRC32C. A mismatch, or
 // a property key that appears twice, is ErrCorrupt; where names the batch
-// for the message. The payload is not copied.
+// for the message. The payload is not copied. The verified checksum is not
+// set in the result (the driver's append path, server.Append, sets it;
+// Fetch returns batches without it).
 func batchFromProto(pb *streamv1.Batch, where string) (stream.Batch, error) {
 	b := stream.Batch{
 		BaseOffset: pb.GetBaseOffset(),

@@ -1,0 +1,61 @@
+package stream
+
+import "hash/crc32"
+
+// CRC32C (Castagnoli) is the payload checksum of the contract: drivers,
+// transports and callers that supply Batch.PayloadChecksum all use it.
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum is the CRC32C (Castagnoli) of p, the checksum every driver and
+// transport uses for payloads.
+func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
+
+// UpdateChecksum extends a CRC32C computed so far with p.
+func UpdateChecksum(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
+
+// CombineChecksum returns the CRC32C of A followed by B from crcA =
+// Checksum(A), crcB = Checksum(B) and lenB = len(B), without reading A or B:
+// crcA shifted over lenB bytes (O(log lenB) carry-less multiplications),
+// xor crcB. It lets a checksum that covers bytes written late (a base
+// offset, a header) be joined with one computed earlier over the payload,
+// so the payload is read once. lenB < 0 is treated as 0.
+func CombineChecksum(crcA, crcB uint32, lenB int) uint32 {
+	shift := uint32(1) << 31 // x^0
+	for k := 3; lenB > 0; lenB, k = lenB>>1, k+1 {
+		if lenB&1 != 0 {
+			shift = crcMulMod(crcX2n[k&31], shift)
+		}
+	}
+	return crcMulMod(shift, crcA) ^ crcB
+}
+
+// crcPoly is the Castagnoli polynomial, reflected.
+const crcPoly = 0x82f63b78
+
+// crcX2n[k] is x^(2^k) modulo the polynomial.
+var crcX2n = func() (t [32]uint32) {
+	p := uint32(1) << 30 // x^1
+	t[0] = p
+	for k := 1; k < 32; k++ {
+		p = crcMulMod(p, p)
+		t[k] = p
+	}
+	return t
+}()
+
+// crcMulMod multiplies a and b modulo the polynomial (reflected bit order).
+func crcMulMod(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(1) << 31; m != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+		}
+		if b&1 != 0 {
+			b = b>>1 ^ crcPoly
+		} else {
+			b >>= 1
+		}
+	}
+	return p
+}
