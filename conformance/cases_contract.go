@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -28,6 +29,7 @@ var _ = register(FamilyContract,
 	Case{Name: "delete-recreate", Doc: "a deleted then recreated stream starts at 0 and shows no old data", run: caseDeleteRecreate},
 	Case{Name: "delete-fences-session", Doc: "Delete fences open sessions: their appends and trims fail ErrFenced", run: caseDeleteFences},
 	Case{Name: "list", Doc: "List returns the streams under a prefix, sorted, without deleted ones", run: caseList},
+	Case{Name: "supplied-checksum", Doc: "a batch with a right caller-supplied payload checksum round-trips; with a wrong one it is never returned (Append or Fetch fails ErrCorrupt)", run: caseSuppliedChecksum},
 	Case{Name: "names-valid", Doc: "names using every allowed byte, nesting, and 255 bytes work for create, open, append, list", run: caseNamesValid},
 )
 
@@ -505,5 +507,75 @@ func caseNamesValid(e *env) {
 	}
 	if !errors.Is(stream.ValidateName(long+"n"), stream.ErrInvalidArgument) {
 		e.t.Fatalf("test bug: %d-byte name accepted by ValidateName", len(long)+1)
+	}
+}
+
+// suppliedSizes are the payload sizes of the supplied-checksum case: empty,
+// small, and past the sizes from which engines combine checksums rather
+// than recompute them (stream/chunked: 8 KiB).
+var suppliedSizes = []int{0, 1, 100, 4 << 10, 64<<10 + 7}
+
+func caseSuppliedChecksum(e *env) {
+	s := e.store()
+	var s2 stream.Store
+	if e.h.Second != nil {
+		s2 = e.second(s)
+	}
+	// Right checksums: the batches round-trip, and Fetch returns them with
+	// the checksum fields unset (they are an input to Append only).
+	name := e.name("right")
+	st := e.open(s, name, 1)
+	var acks []acked
+	for i, size := range suppliedSizes {
+		b := batch("sum", i, size)
+		b.Payload = b.Payload[:size]
+		b.PayloadChecksum, b.PayloadChecksumSet = stream.Checksum(b.Payload), true
+		acks = append(acks, e.appendOK(st, b))
+	}
+	log := e.readAll(st)
+	e.checkHolds("batches appended with their payload checksum", log, acks)
+	for _, b := range log {
+		if b.PayloadChecksumSet || b.PayloadChecksum != 0 {
+			e.t.Fatalf("Fetch returned the batch at %d with PayloadChecksum %08x set %v; Fetch leaves them unset", b.BaseOffset, b.PayloadChecksum, b.PayloadChecksumSet)
+		}
+	}
+	if s2 != nil {
+		e.checkHolds("batches appended with their payload checksum, read by a second store", e.readAll(e.openRO(s2, name)), acks)
+	}
+	// Wrong checksums, one stream each: the payload is never returned.
+	for i, size := range suppliedSizes[1:] {
+		name := e.name(fmt.Sprintf("wrong-%d", size))
+		st := e.open(s, name, 1)
+		b := batch("wrong", i, size)
+		b.Payload = b.Payload[:size]
+		b.PayloadChecksum, b.PayloadChecksumSet = stream.Checksum(b.Payload)^0x00400000, true
+		what := fmt.Sprintf("%d-byte batch with a wrong supplied checksum", len(b.Payload))
+		r, err := stream.Append(e.ctx, st, b)
+		if err != nil {
+			e.wantErr("append of a "+what, err, stream.ErrCorrupt)
+			e.t.Logf("%s: append refused: %v", what, err)
+			if st.NextOffset() != 0 {
+				e.t.Fatalf("append of a %s failed, yet NextOffset is %d (want 0: nothing stored)", what, st.NextOffset())
+			}
+			if bs, err := st.Fetch(e.ctx, 0, stream.NoEnd, 0); err != nil || len(bs) != 0 {
+				e.t.Fatalf("append of a %s failed, yet Fetch(0) gives %d batches, %v; want none", what, len(bs), err)
+			}
+			continue
+		}
+		check := func(reader string, st stream.Stream) {
+			bs, err := st.Fetch(e.ctx, r.BaseOffset, r.NextOffset, 0)
+			for _, got := range bs {
+				if got.BaseOffset == r.BaseOffset {
+					e.t.Fatalf("Fetch by %s returned the %s (acked at %d) as good data (err %v); want ErrCorrupt", reader, what, r.BaseOffset, err)
+				}
+			}
+			e.wantErr(fmt.Sprintf("Fetch by %s of the %s acked at %d", reader, what, r.BaseOffset), err, stream.ErrCorrupt)
+		}
+		e.t.Logf("%s: stored at %d; fetches must fail", what, r.BaseOffset)
+		check("the writer", st)
+		check("the writer again", st)
+		if s2 != nil {
+			check("a read-only session on a second store", e.openRO(s2, name))
+		}
 	}
 }

@@ -44,10 +44,15 @@ const (
 	// StaleTrim lets a fenced session's trim through (redirected to the
 	// newest session).
 	StaleTrim Kind = "stale-trim"
+	// IgnoresSuppliedChecksum drops the payload checksum a caller supplies
+	// with a batch (stream.Batch.PayloadChecksum) and checksums the payload
+	// itself, so a batch whose supplied checksum is wrong is stored and
+	// served as good data.
+	IgnoresSuppliedChecksum Kind = "ignores-supplied-checksum"
 )
 
 // Kinds lists every defect (not None).
-var Kinds = []Kind{IgnoresFencing, ReordersAcks, LosesLastOnCrash, FlipsByte, StaleTrim}
+var Kinds = []Kind{IgnoresFencing, ReordersAcks, LosesLastOnCrash, FlipsByte, StaleTrim, IgnoresSuppliedChecksum}
 
 // Harness returns a conformance harness on in-process memory stores with
 // defect k. Each NewStore gets a namespace of its own; Second and Crash open
@@ -217,6 +222,9 @@ func forward(f *stream.AppendFuture, complete func(stream.AppendResult, error)) 
 
 func (h *session) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
 	w := h.s.w
+	if w.kind == IgnoresSuppliedChecksum {
+		b.PayloadChecksum, b.PayloadChecksumSet = 0, false
+	}
 	f := h.Stream.Append(ctx, b)
 	switch w.kind {
 	case IgnoresFencing:
