@@ -53,7 +53,7 @@ func (b *Broker) handle(cc *conn, req kmsg.Request, resp kmsg.Response) func() k
 		case *kmsg.MetadataRequest:
 			b.metadata(r, resp.(*kmsg.MetadataResponse))
 		case *kmsg.FetchRequest:
-			code = b.fetch(r, resp.(*kmsg.FetchResponse))
+			code = b.fetch(cc.ctx, r, resp.(*kmsg.FetchResponse))
 		case *kmsg.ListOffsetsRequest:
 			b.listOffsets(r, resp.(*kmsg.ListOffsetsResponse))
 		case *kmsg.CreateTopicsRequest:

@@ -182,9 +182,52 @@ func FuzzRequestFrame(f *testing.F) {
 			t.Fatal(err)
 		}
 		_, _ = c.Write(data)
-		_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		// Hang up our side: the broker answers what it read, ends any long
+		// poll and closes, so the read ends at EOF instead of waiting out a
+		// deadline for every frame that leaves the connection open. The
+		// deadline only guards against a broker that never closes.
+		_ = c.(*net.TCPConn).CloseWrite()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		_, _ = io.Copy(io.Discard, c)
 		_ = c.Close()
 		apiVersionsOK(t, addr)
 	})
+}
+
+// TestHangUpEndsLongPoll: a client that sends a Fetch waiting an hour for
+// data and hangs up gets its answer at once and the connection closed; the
+// long poll does not keep the connection's goroutines (and its slot under
+// max_connections) for the hour.
+func TestHangUpEndsLongPoll(t *testing.T) {
+	addr := memBroker(t)
+	createTopic(t, newClient(t, addr), "idle", 1, nil)
+	req := kmsg.NewFetchRequest()
+	req.Version = 4
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(time.Hour / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "idle"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	c := dial(t, addr)
+	if _, err := c.Write(rawFrame(1, 4, 11, req.AppendTo(nil))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	resp := readFrame(t, c)
+	if corr := int32(binary.BigEndian.Uint32(resp)); corr != 11 {
+		t.Fatalf("correlation id %d, want 11", corr)
+	}
+	fr := kmsg.NewFetchResponse()
+	fr.Version = 4
+	if err := fr.ReadFrom(resp[4:]); err != nil || len(fr.Topics) != 1 || fr.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("Fetch response: %v %+v", err, fr)
+	}
+	expectClosed(t, c)
 }

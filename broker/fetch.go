@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,9 +40,10 @@ func (b *Broker) owned(topicName string, partition, leaderEpoch int32) (*partiti
 	return p, l, 0
 }
 
-// fetch answers a Fetch, long-polling until MinBytes are available or
-// MaxWaitMillis passed (KIP-74 byte limits).
-func (b *Broker) fetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) int16 {
+// fetch answers a Fetch, long-polling until MinBytes are available,
+// MaxWaitMillis passed (KIP-74 byte limits) or ctx (the connection's) ends:
+// a client that hangs up does not leave its long poll waiting.
+func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, resp *kmsg.FetchResponse) int16 {
 	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 	maxBytes := int(r.MaxBytes)
 	if r.Version < 3 || maxBytes <= 0 {
@@ -68,7 +70,7 @@ func (b *Broker) fetch(r *kmsg.FetchRequest, resp *kmsg.FetchResponse) int16 {
 		case <-timer.C:
 			_, code := b.fetchOnce(r, resp, maxBytes, iso)
 			return code
-		case <-b.ctx.Done():
+		case <-ctx.Done(): // the connection's, so also the broker's
 			return 0
 		}
 	}

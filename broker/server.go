@@ -79,6 +79,9 @@ type conn struct {
 	c        net.Conn
 	remote   string
 	clientID string
+	// ctx ends when the client hangs up (or its input is bad): long polls
+	// of the connection stop waiting, so its goroutines do not outlive it.
+	ctx context.Context
 }
 
 // maxInflightPerConn bounds the requests of one connection being handled
@@ -88,11 +91,14 @@ const maxInflightPerConn = 64
 
 func (b *Broker) serveConn(nc net.Conn) {
 	defer b.wg.Done()
-	cc := &conn{b: b, c: nc, remote: nc.RemoteAddr().String()}
+	ctx, hangUp := context.WithCancel(b.ctx)
+	defer hangUp()
+	cc := &conn{b: b, c: nc, remote: nc.RemoteAddr().String(), ctx: ctx}
 	queue := make(chan *pending, maxInflightPerConn)
 	writerDone := make(chan struct{})
 	go cc.writeLoop(queue, writerDone)
 	err := cc.readLoop(queue)
+	hangUp()
 	close(queue)
 	<-writerDone
 	_ = nc.Close()
