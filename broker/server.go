@@ -228,7 +228,19 @@ func (cc *conn) writeLoop(queue <-chan *pending, done chan<- struct{}) {
 	var buf []byte
 	failed := false
 	for p := range queue {
-		<-p.done
+		select {
+		case <-p.done:
+		default:
+			// About to wait (a long poll): send the responses already
+			// written, so they do not wait behind it.
+			if w.Buffered() > 0 && !failed {
+				if err := w.Flush(); err != nil {
+					failed = true
+					_ = cc.c.Close()
+				}
+			}
+			<-p.done
+		}
 		cc.b.metrics.latency(p.key, time.Since(p.start))
 		if failed || (p.resp == nil && p.raw == nil) {
 			continue
