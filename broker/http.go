@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+
+	"github.com/stratastream/strata/stream"
 )
 
 // Handler serves the broker's operational endpoints:
@@ -14,6 +17,7 @@ func (b *Broker) Handler() http.Handler {
 	b.metrics.mu.Lock()
 	b.metrics.ready = b.Ready
 	b.metrics.epoch = b.Epoch
+	b.metrics.backend = b.backendStats
 	b.metrics.mu.Unlock()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
@@ -34,4 +38,37 @@ func (b *Broker) Handler() http.Handler {
 		}
 	})
 	return mux
+}
+
+// backendStats reads the request counts of the broker's stores that keep
+// them (stream.StatsReporter), by driver name; a store that does not count
+// or does not answer in time is left out.
+func (b *Broker) backendStats(ctx context.Context) map[string]stream.RequestStats {
+	type named struct {
+		driver string
+		store  stream.Store
+	}
+	stores := []named{{b.cfg.Driver, b.cfg.Store}}
+	for _, r := range b.cfg.Routes {
+		d := r.Driver
+		if d == "" && r.Store != nil {
+			d = r.Store.Info().Driver
+		}
+		stores = append(stores, named{d, r.Store})
+	}
+	seen := map[stream.Store]bool{}
+	out := map[string]stream.RequestStats{}
+	for _, n := range stores {
+		r, ok := n.store.(stream.StatsReporter)
+		if !ok || seen[n.store] {
+			continue
+		}
+		seen[n.store] = true
+		v, err := r.BackendStats(ctx)
+		if err != nil {
+			continue
+		}
+		out[n.driver] = out[n.driver].Add(v)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/stream"
 )
 
 // Metrics are the broker's Prometheus metrics, written in the text
@@ -29,6 +32,8 @@ type Metrics struct {
 	// gauges read at exposition time
 	ready func() bool
 	epoch func() int32
+	// backend reads the stores' backend request counts, by driver name.
+	backend func(context.Context) map[string]stream.RequestStats
 }
 
 // NewMetrics returns empty metrics.
@@ -125,6 +130,16 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	cw := &countWriter{w: w}
 	p := func(format string, a ...any) { fmt.Fprintf(cw, format, a...) }
 	m.mu.Lock()
+	backend := m.backend
+	m.mu.Unlock()
+	var stats map[string]stream.RequestStats
+	if backend != nil {
+		// A store in a driver process answers by RPC: bounded, outside m.mu.
+		ctx, cancel := context.WithTimeout(context.Background(), backendStatsTimeout)
+		stats = backend(ctx)
+		cancel()
+	}
+	m.mu.Lock()
 	defer m.mu.Unlock()
 
 	p("# HELP strata_broker_requests_total Kafka requests handled, by API and error code.\n# TYPE strata_broker_requests_total counter\n")
@@ -161,7 +176,45 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	if m.epoch != nil {
 		p("# HELP strata_broker_epoch The broker epoch (leader epoch of its partitions).\n# TYPE strata_broker_epoch gauge\nstrata_broker_epoch %d\n", m.epoch())
 	}
+	writeBackend(p, stats)
 	return cw.n, cw.err
+}
+
+// backendStatsTimeout bounds the reading of the stores' request counts at
+// exposition time (a driver process that does not answer costs a scrape
+// this long and leaves those series out).
+const backendStatsTimeout = 2 * time.Second
+
+// writeBackend writes the stores' backend request counts (what a cloud
+// bill is made of), by driver name.
+func writeBackend(p func(string, ...any), stats map[string]stream.RequestStats) {
+	if len(stats) == 0 {
+		return
+	}
+	drivers := sortedMapKeys(stats)
+	p("# HELP strata_backend_requests_total Requests the stores made to their backends, by driver and kind (put, get, head, list, delete).\n# TYPE strata_backend_requests_total counter\n")
+	for _, d := range drivers {
+		v := stats[d]
+		for _, op := range []struct {
+			name string
+			n    int64
+		}{{"put", v.Puts}, {"get", v.Gets}, {"head", v.Heads}, {"list", v.Lists}, {"delete", v.Deletes}} {
+			p("strata_backend_requests_total{driver=%q,op=%q} %d\n", d, op.name, op.n)
+		}
+	}
+	p("# HELP strata_backend_bytes_total Bytes the stores wrote to and read from their backends, by driver.\n# TYPE strata_backend_bytes_total counter\n")
+	for _, d := range drivers {
+		p("strata_backend_bytes_total{driver=%q,direction=\"written\"} %d\n", d, stats[d].BytesWritten)
+		p("strata_backend_bytes_total{driver=%q,direction=\"read\"} %d\n", d, stats[d].BytesRead)
+	}
+	p("# HELP strata_backend_retries_total Backend requests retried, by driver.\n# TYPE strata_backend_retries_total counter\n")
+	for _, d := range drivers {
+		p("strata_backend_retries_total{driver=%q} %d\n", d, stats[d].Retries)
+	}
+	p("# HELP strata_backend_errors_total Backend requests that failed, by driver.\n# TYPE strata_backend_errors_total counter\n")
+	for _, d := range drivers {
+		p("strata_backend_errors_total{driver=%q} %d\n", d, stats[d].Errors)
+	}
 }
 
 func writeHist(p func(string, ...any), name, help, label string, hs map[string]*histogram) {

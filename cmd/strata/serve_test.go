@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -239,13 +241,20 @@ func TestServeStartupErrors(t *testing.T) {
 }
 
 // TestServeConfigPluginDriverAndMetrics starts the broker with a config that
-// loads the memory driver as a built-in plugin binary (allowed non-durable),
-// produces through it and reads /metrics, /healthz and /readyz.
+// loads the memory driver as a built-in plugin binary (allowed non-durable)
+// and the nfs driver for topics "d*", produces through both and reads
+// /metrics (including the nfs store's backend request counts, which cross
+// the plugin boundary), /healthz and /readyz.
 func TestServeConfigPluginDriverAndMetrics(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "serve.yaml")
 	httpAddr := freePort(t)
-	if err := os.WriteFile(cfgPath, []byte("cluster: metrics-test\nhttp: "+httpAddr+"\ndrivers:\n  - name: mem\n    driver: memory\n    allow_non_durable: true\n"), 0o644); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, "nfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "cluster: metrics-test\nhttp: " + httpAddr + "\ndefault_driver: mem\ndrivers:\n  - name: mem\n    driver: memory\n    allow_non_durable: true\n" +
+		"  - name: disk\n    driver: nfs\n    config:\n      root: " + filepath.Join(dir, "nfs") + "\ntopics:\n  - prefix: d\n    driver: disk\n"
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr := freePort(t)
@@ -255,8 +264,10 @@ func TestServeConfigPluginDriverAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "m", Value: []byte("x")}).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
+	for _, topic := range []string{"m", "d"} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", topic, err)
+		}
 	}
 	cl.Close()
 	get := func(path string) (int, string) {
@@ -276,13 +287,24 @@ func TestServeConfigPluginDriverAndMetrics(t *testing.T) {
 	}
 	code, body := get("/metrics")
 	for _, want := range []string{
-		`strata_broker_requests_total{api="Produce",error="NONE"} 1`,
+		`strata_broker_requests_total{api="Produce",error="NONE"} 2`,
 		`strata_broker_append_duration_seconds_count{driver="mem"} 1`,
+		`strata_broker_append_duration_seconds_count{driver="disk"} 1`,
 		`strata_broker_ready 1`,
+		`strata_backend_requests_total{driver="disk",op="put"} `,
 	} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, body)
 		}
+	}
+	// The nfs store counted at least one put (the record's chunk) and its
+	// bytes; the memory store has no backend and no such series.
+	m := regexp.MustCompile(`strata_backend_requests_total\{driver="disk",op="put"\} (\d+)`).FindStringSubmatch(body)
+	if n, _ := strconv.Atoi(m[1]); n < 1 {
+		t.Fatalf("nfs store counted %d puts after an acked produce:\n%s", n, body)
+	}
+	if strings.Contains(body, `strata_backend_requests_total{driver="mem"`) {
+		t.Fatalf("the memory store has backend request series:\n%s", body)
 	}
 	cancel()
 	if c := <-done; c != 0 {

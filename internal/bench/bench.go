@@ -264,11 +264,7 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 		return Result{}, fmt.Errorf("%s: prepare: %w", c.Label, err)
 	}
 	defer w.cleanup(context.WithoutCancel(ctx))
-	var stats func() (chunked.RequestStats, bool)
-	if r := statsOf(t); r != nil {
-		stats = func() (chunked.RequestStats, bool) { return r.RequestStats(), true }
-	}
-	m := newMeter(w.series, stats)
+	m := newMeter(w.series, statsOf(ctx, t))
 	stop := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() { errc <- w.run(ctx, m, stop) }()
@@ -329,18 +325,25 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 }
 
 // statsOf returns t's request counter when it has one.
-func statsOf(t Target) interface{ RequestStats() chunked.RequestStats } {
-	if t.Storage != nil {
-		if r, ok := t.Storage.(chunked.StatsReporter); ok {
-			return r
-		}
+// statsOf returns a reader of t's backend request counts, nil when t does
+// not count them: a Storage that is a chunked.StatsReporter, or a Store
+// that is a stream.StatsReporter (in-process or across the plugin
+// boundary) and answers a first call.
+func statsOf(ctx context.Context, t Target) func() (chunked.RequestStats, bool) {
+	if r, ok := t.Storage.(chunked.StatsReporter); ok {
+		return func() (chunked.RequestStats, bool) { return r.RequestStats(), true }
 	}
-	if t.Store != nil {
-		if r, ok := t.Store.(interface{ RequestStats() chunked.RequestStats }); ok {
-			return r
-		}
+	r, ok := t.Store.(stream.StatsReporter)
+	if !ok {
+		return nil
 	}
-	return nil
+	if _, err := r.BackendStats(ctx); err != nil {
+		return nil
+	}
+	return func() (chunked.RequestStats, bool) {
+		v, err := r.BackendStats(context.WithoutCancel(ctx))
+		return v, err == nil
+	}
 }
 
 func writeProgress(w io.Writer, label, what string, r Run, left time.Duration) {

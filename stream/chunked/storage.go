@@ -1,6 +1,10 @@
 package chunked
 
-import "context"
+import (
+	"context"
+
+	"github.com/stratastream/strata/stream"
+)
 
 // Storage is the small interface a backend implements to get the whole
 // Stream contract from the engine. Keys are '/'-separated paths of
@@ -38,26 +42,11 @@ type Storage interface {
 	Close() error
 }
 
-// RequestStats counts the backend requests a Storage made, so that cost
-// (requests × price) and efficiency can be computed.
-type RequestStats struct {
-	Puts, Gets, Heads, Lists, Deletes int64
-	BytesWritten, BytesRead           int64
-	Retries, Errors                   int64
-}
+// RequestStats counts the backend requests a Storage made (the type is
+// stream.RequestStats, which a Store reports through stream.StatsReporter).
+type RequestStats = stream.RequestStats
 
 // StatsReporter is implemented by Storages that count their requests.
 type StatsReporter interface {
 	RequestStats() RequestStats
-}
-
-// Sub returns s - before, field by field: the requests made between two
-// readings of a StatsReporter.
-func (s RequestStats) Sub(before RequestStats) RequestStats {
-	return RequestStats{
-		Puts: s.Puts - before.Puts, Gets: s.Gets - before.Gets, Heads: s.Heads - before.Heads,
-		Lists: s.Lists - before.Lists, Deletes: s.Deletes - before.Deletes,
-		BytesWritten: s.BytesWritten - before.BytesWritten, BytesRead: s.BytesRead - before.BytesRead,
-		Retries: s.Retries - before.Retries, Errors: s.Errors - before.Errors,
-	}
 }

@@ -399,13 +399,18 @@ func (s *Store) Close() error {
 	return s.st.Close()
 }
 
-// RequestStats returns the Storage's request counts when it keeps them
-// (StatsReporter), else zeros: cost is requests × price.
-func (s *Store) RequestStats() RequestStats {
-	if r, ok := s.st.(StatsReporter); ok {
-		return r.RequestStats()
+// BackendStats implements stream.StatsReporter: the Storage's request
+// counts when it keeps them (StatsReporter), else an error matching
+// errors.ErrUnsupported.
+func (s *Store) BackendStats(ctx context.Context) (RequestStats, error) {
+	if err := ctx.Err(); err != nil {
+		return RequestStats{}, err
 	}
-	return RequestStats{}
+	r, ok := s.st.(StatsReporter)
+	if !ok {
+		return RequestStats{}, fmt.Errorf("%s: the storage does not count its requests: %w", s.opts.Driver, errors.ErrUnsupported)
+	}
+	return r.RequestStats(), nil
 }
 
-var _ StatsReporter = (*Store)(nil)
+var _ stream.StatsReporter = (*Store)(nil)

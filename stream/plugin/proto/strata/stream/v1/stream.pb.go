@@ -492,6 +492,168 @@ func (x *CloseStoreRequest) GetStore() uint64 {
 	return 0
 }
 
+type StatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Store         uint64                 `protobuf:"varint,1,opt,name=store,proto3" json:"store,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsRequest) Reset() {
+	*x = StatsRequest{}
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsRequest) ProtoMessage() {}
+
+func (x *StatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
+func (*StatsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *StatsRequest) GetStore() uint64 {
+	if x != nil {
+		return x.Store
+	}
+	return 0
+}
+
+// StatsResponse mirrors stream.RequestStats. counted is false when the
+// store does not count its requests (the other fields are then zero).
+type StatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Counted       bool                   `protobuf:"varint,1,opt,name=counted,proto3" json:"counted,omitempty"`
+	Puts          int64                  `protobuf:"varint,2,opt,name=puts,proto3" json:"puts,omitempty"`
+	Gets          int64                  `protobuf:"varint,3,opt,name=gets,proto3" json:"gets,omitempty"`
+	Heads         int64                  `protobuf:"varint,4,opt,name=heads,proto3" json:"heads,omitempty"`
+	Lists         int64                  `protobuf:"varint,5,opt,name=lists,proto3" json:"lists,omitempty"`
+	Deletes       int64                  `protobuf:"varint,6,opt,name=deletes,proto3" json:"deletes,omitempty"`
+	BytesWritten  int64                  `protobuf:"varint,7,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	BytesRead     int64                  `protobuf:"varint,8,opt,name=bytes_read,json=bytesRead,proto3" json:"bytes_read,omitempty"`
+	Retries       int64                  `protobuf:"varint,9,opt,name=retries,proto3" json:"retries,omitempty"`
+	Errors        int64                  `protobuf:"varint,10,opt,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsResponse) Reset() {
+	*x = StatsResponse{}
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsResponse) ProtoMessage() {}
+
+func (x *StatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
+func (*StatsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StatsResponse) GetCounted() bool {
+	if x != nil {
+		return x.Counted
+	}
+	return false
+}
+
+func (x *StatsResponse) GetPuts() int64 {
+	if x != nil {
+		return x.Puts
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetGets() int64 {
+	if x != nil {
+		return x.Gets
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetHeads() int64 {
+	if x != nil {
+		return x.Heads
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetLists() int64 {
+	if x != nil {
+		return x.Lists
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetDeletes() int64 {
+	if x != nil {
+		return x.Deletes
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetBytesWritten() int64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetBytesRead() int64 {
+	if x != nil {
+		return x.BytesRead
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetRetries() int64 {
+	if x != nil {
+		return x.Retries
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetErrors() int64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
 type StreamNameRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Store         uint64                 `protobuf:"varint,1,opt,name=store,proto3" json:"store,omitempty"`
@@ -502,7 +664,7 @@ type StreamNameRequest struct {
 
 func (x *StreamNameRequest) Reset() {
 	*x = StreamNameRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[8]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +676,7 @@ func (x *StreamNameRequest) String() string {
 func (*StreamNameRequest) ProtoMessage() {}
 
 func (x *StreamNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[8]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +689,7 @@ func (x *StreamNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamNameRequest.ProtoReflect.Descriptor instead.
 func (*StreamNameRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{8}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StreamNameRequest) GetStore() uint64 {
@@ -554,7 +716,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[9]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +728,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[9]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +741,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{9}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListRequest) GetStore() uint64 {
@@ -605,7 +767,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[10]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +779,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[10]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +792,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{10}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListResponse) GetNames() []string {
@@ -653,7 +815,7 @@ type OpenStreamRequest struct {
 
 func (x *OpenStreamRequest) Reset() {
 	*x = OpenStreamRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[11]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +827,7 @@ func (x *OpenStreamRequest) String() string {
 func (*OpenStreamRequest) ProtoMessage() {}
 
 func (x *OpenStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[11]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +840,7 @@ func (x *OpenStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenStreamRequest.ProtoReflect.Descriptor instead.
 func (*OpenStreamRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{11}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OpenStreamRequest) GetStore() uint64 {
@@ -728,7 +890,7 @@ type OpenStreamResponse struct {
 
 func (x *OpenStreamResponse) Reset() {
 	*x = OpenStreamResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[12]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +902,7 @@ func (x *OpenStreamResponse) String() string {
 func (*OpenStreamResponse) ProtoMessage() {}
 
 func (x *OpenStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[12]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +915,7 @@ func (x *OpenStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenStreamResponse.ProtoReflect.Descriptor instead.
 func (*OpenStreamResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{12}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OpenStreamResponse) GetSession() uint64 {
@@ -796,7 +958,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[13]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +970,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[13]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +983,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{13}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Property) GetKey() []byte {
@@ -857,7 +1019,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[14]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1031,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[14]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1044,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{14}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Batch) GetBaseOffset() int64 {
@@ -940,7 +1102,7 @@ type AppendRequest struct {
 
 func (x *AppendRequest) Reset() {
 	*x = AppendRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[15]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1114,7 @@ func (x *AppendRequest) String() string {
 func (*AppendRequest) ProtoMessage() {}
 
 func (x *AppendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[15]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1127,7 @@ func (x *AppendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
 func (*AppendRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{15}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AppendRequest) GetSession() uint64 {
@@ -995,7 +1157,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[16]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1169,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[16]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1182,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{16}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Ack) GetBaseOffset() int64 {
@@ -1053,7 +1215,7 @@ type AppendResponse struct {
 
 func (x *AppendResponse) Reset() {
 	*x = AppendResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[17]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1227,7 @@ func (x *AppendResponse) String() string {
 func (*AppendResponse) ProtoMessage() {}
 
 func (x *AppendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[17]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1240,7 @@ func (x *AppendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
 func (*AppendResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{17}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AppendResponse) GetAcks() []*Ack {
@@ -1100,7 +1262,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[18]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1274,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[18]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1287,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{18}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FetchRequest) GetSession() uint64 {
@@ -1170,7 +1332,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[19]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1344,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[19]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1357,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{19}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FetchResponse) GetBatches() []*Batch {
@@ -1229,7 +1391,7 @@ type TrimRequest struct {
 
 func (x *TrimRequest) Reset() {
 	*x = TrimRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[20]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1403,7 @@ func (x *TrimRequest) String() string {
 func (*TrimRequest) ProtoMessage() {}
 
 func (x *TrimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[20]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1416,7 @@ func (x *TrimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimRequest.ProtoReflect.Descriptor instead.
 func (*TrimRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{20}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TrimRequest) GetSession() uint64 {
@@ -1281,7 +1443,7 @@ type OffsetsResponse struct {
 
 func (x *OffsetsResponse) Reset() {
 	*x = OffsetsResponse{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[21]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1455,7 @@ func (x *OffsetsResponse) String() string {
 func (*OffsetsResponse) ProtoMessage() {}
 
 func (x *OffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[21]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1468,7 @@ func (x *OffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetsResponse.ProtoReflect.Descriptor instead.
 func (*OffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{21}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OffsetsResponse) GetStartOffset() int64 {
@@ -1332,7 +1494,7 @@ type CloseStreamRequest struct {
 
 func (x *CloseStreamRequest) Reset() {
 	*x = CloseStreamRequest{}
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[22]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1506,7 @@ func (x *CloseStreamRequest) String() string {
 func (*CloseStreamRequest) ProtoMessage() {}
 
 func (x *CloseStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_stream_v1_stream_proto_msgTypes[22]
+	mi := &file_strata_stream_v1_stream_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1519,7 @@ func (x *CloseStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseStreamRequest.ProtoReflect.Descriptor instead.
 func (*CloseStreamRequest) Descriptor() ([]byte, []int) {
-	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{22}
+	return file_strata_stream_v1_stream_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CloseStreamRequest) GetSession() uint64 {
@@ -1394,7 +1556,22 @@ const file_strata_stream_v1_stream_proto_rawDesc = "" +
 	"\x05store\x18\x01 \x01(\x04R\x05store\x12*\n" +
 	"\x04info\x18\x02 \x01(\v2\x16.strata.stream.v1.InfoR\x04info\")\n" +
 	"\x11CloseStoreRequest\x12\x14\n" +
-	"\x05store\x18\x01 \x01(\x04R\x05store\"=\n" +
+	"\x05store\x18\x01 \x01(\x04R\x05store\"$\n" +
+	"\fStatsRequest\x12\x14\n" +
+	"\x05store\x18\x01 \x01(\x04R\x05store\"\x8d\x02\n" +
+	"\rStatsResponse\x12\x18\n" +
+	"\acounted\x18\x01 \x01(\bR\acounted\x12\x12\n" +
+	"\x04puts\x18\x02 \x01(\x03R\x04puts\x12\x12\n" +
+	"\x04gets\x18\x03 \x01(\x03R\x04gets\x12\x14\n" +
+	"\x05heads\x18\x04 \x01(\x03R\x05heads\x12\x14\n" +
+	"\x05lists\x18\x05 \x01(\x03R\x05lists\x12\x18\n" +
+	"\adeletes\x18\x06 \x01(\x03R\adeletes\x12#\n" +
+	"\rbytes_written\x18\a \x01(\x03R\fbytesWritten\x12\x1d\n" +
+	"\n" +
+	"bytes_read\x18\b \x01(\x03R\tbytesRead\x12\x18\n" +
+	"\aretries\x18\t \x01(\x03R\aretries\x12\x16\n" +
+	"\x06errors\x18\n" +
+	" \x01(\x03R\x06errors\"=\n" +
 	"\x11StreamNameRequest\x12\x14\n" +
 	"\x05store\x18\x01 \x01(\x04R\x05store\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\fR\x04name\";\n" +
@@ -1460,7 +1637,7 @@ const file_strata_stream_v1_stream_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\x04R\asession*/\n" +
 	"\x04Mode\x12\x13\n" +
 	"\x0fMODE_READ_WRITE\x10\x00\x12\x12\n" +
-	"\x0eMODE_READ_ONLY\x10\x012\xd9\x06\n" +
+	"\x0eMODE_READ_ONLY\x10\x012\xa3\a\n" +
 	"\x06Driver\x12H\n" +
 	"\x05Hello\x12\x1e.strata.stream.v1.HelloRequest\x1a\x1f.strata.stream.v1.HelloResponse\x12T\n" +
 	"\tOpenStore\x12\".strata.stream.v1.OpenStoreRequest\x1a#.strata.stream.v1.OpenStoreResponse\x12J\n" +
@@ -1474,7 +1651,8 @@ const file_strata_stream_v1_stream_proto_rawDesc = "" +
 	"\x06Append\x12\x1f.strata.stream.v1.AppendRequest\x1a .strata.stream.v1.AppendResponse(\x010\x01\x12J\n" +
 	"\x05Fetch\x12\x1e.strata.stream.v1.FetchRequest\x1a\x1f.strata.stream.v1.FetchResponse0\x01\x12H\n" +
 	"\x04Trim\x12\x1d.strata.stream.v1.TrimRequest\x1a!.strata.stream.v1.OffsetsResponse\x12L\n" +
-	"\vCloseStream\x12$.strata.stream.v1.CloseStreamRequest\x1a\x17.strata.stream.v1.EmptyBNZLgithub.com/stratastream/strata/stream/plugin/proto/strata/stream/v1;streamv1b\x06proto3"
+	"\vCloseStream\x12$.strata.stream.v1.CloseStreamRequest\x1a\x17.strata.stream.v1.Empty\x12H\n" +
+	"\x05Stats\x12\x1e.strata.stream.v1.StatsRequest\x1a\x1f.strata.stream.v1.StatsResponseBNZLgithub.com/stratastream/strata/stream/plugin/proto/strata/stream/v1;streamv1b\x06proto3"
 
 var (
 	file_strata_stream_v1_stream_proto_rawDescOnce sync.Once
@@ -1489,7 +1667,7 @@ func file_strata_stream_v1_stream_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_stream_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_stream_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_strata_stream_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_strata_stream_v1_stream_proto_goTypes = []any{
 	(Mode)(0),                  // 0: strata.stream.v1.Mode
 	(*HelloRequest)(nil),       // 1: strata.stream.v1.HelloRequest
@@ -1500,54 +1678,58 @@ var file_strata_stream_v1_stream_proto_goTypes = []any{
 	(*Info)(nil),               // 6: strata.stream.v1.Info
 	(*OpenStoreResponse)(nil),  // 7: strata.stream.v1.OpenStoreResponse
 	(*CloseStoreRequest)(nil),  // 8: strata.stream.v1.CloseStoreRequest
-	(*StreamNameRequest)(nil),  // 9: strata.stream.v1.StreamNameRequest
-	(*ListRequest)(nil),        // 10: strata.stream.v1.ListRequest
-	(*ListResponse)(nil),       // 11: strata.stream.v1.ListResponse
-	(*OpenStreamRequest)(nil),  // 12: strata.stream.v1.OpenStreamRequest
-	(*OpenStreamResponse)(nil), // 13: strata.stream.v1.OpenStreamResponse
-	(*Property)(nil),           // 14: strata.stream.v1.Property
-	(*Batch)(nil),              // 15: strata.stream.v1.Batch
-	(*AppendRequest)(nil),      // 16: strata.stream.v1.AppendRequest
-	(*Ack)(nil),                // 17: strata.stream.v1.Ack
-	(*AppendResponse)(nil),     // 18: strata.stream.v1.AppendResponse
-	(*FetchRequest)(nil),       // 19: strata.stream.v1.FetchRequest
-	(*FetchResponse)(nil),      // 20: strata.stream.v1.FetchResponse
-	(*TrimRequest)(nil),        // 21: strata.stream.v1.TrimRequest
-	(*OffsetsResponse)(nil),    // 22: strata.stream.v1.OffsetsResponse
-	(*CloseStreamRequest)(nil), // 23: strata.stream.v1.CloseStreamRequest
+	(*StatsRequest)(nil),       // 9: strata.stream.v1.StatsRequest
+	(*StatsResponse)(nil),      // 10: strata.stream.v1.StatsResponse
+	(*StreamNameRequest)(nil),  // 11: strata.stream.v1.StreamNameRequest
+	(*ListRequest)(nil),        // 12: strata.stream.v1.ListRequest
+	(*ListResponse)(nil),       // 13: strata.stream.v1.ListResponse
+	(*OpenStreamRequest)(nil),  // 14: strata.stream.v1.OpenStreamRequest
+	(*OpenStreamResponse)(nil), // 15: strata.stream.v1.OpenStreamResponse
+	(*Property)(nil),           // 16: strata.stream.v1.Property
+	(*Batch)(nil),              // 17: strata.stream.v1.Batch
+	(*AppendRequest)(nil),      // 18: strata.stream.v1.AppendRequest
+	(*Ack)(nil),                // 19: strata.stream.v1.Ack
+	(*AppendResponse)(nil),     // 20: strata.stream.v1.AppendResponse
+	(*FetchRequest)(nil),       // 21: strata.stream.v1.FetchRequest
+	(*FetchResponse)(nil),      // 22: strata.stream.v1.FetchResponse
+	(*TrimRequest)(nil),        // 23: strata.stream.v1.TrimRequest
+	(*OffsetsResponse)(nil),    // 24: strata.stream.v1.OffsetsResponse
+	(*CloseStreamRequest)(nil), // 25: strata.stream.v1.CloseStreamRequest
 }
 var file_strata_stream_v1_stream_proto_depIdxs = []int32{
 	6,  // 0: strata.stream.v1.OpenStoreResponse.info:type_name -> strata.stream.v1.Info
 	0,  // 1: strata.stream.v1.OpenStreamRequest.mode:type_name -> strata.stream.v1.Mode
-	14, // 2: strata.stream.v1.Batch.properties:type_name -> strata.stream.v1.Property
-	15, // 3: strata.stream.v1.AppendRequest.batches:type_name -> strata.stream.v1.Batch
+	16, // 2: strata.stream.v1.Batch.properties:type_name -> strata.stream.v1.Property
+	17, // 3: strata.stream.v1.AppendRequest.batches:type_name -> strata.stream.v1.Batch
 	4,  // 4: strata.stream.v1.Ack.error:type_name -> strata.stream.v1.Error
-	17, // 5: strata.stream.v1.AppendResponse.acks:type_name -> strata.stream.v1.Ack
-	15, // 6: strata.stream.v1.FetchResponse.batches:type_name -> strata.stream.v1.Batch
+	19, // 5: strata.stream.v1.AppendResponse.acks:type_name -> strata.stream.v1.Ack
+	17, // 6: strata.stream.v1.FetchResponse.batches:type_name -> strata.stream.v1.Batch
 	1,  // 7: strata.stream.v1.Driver.Hello:input_type -> strata.stream.v1.HelloRequest
 	5,  // 8: strata.stream.v1.Driver.OpenStore:input_type -> strata.stream.v1.OpenStoreRequest
 	8,  // 9: strata.stream.v1.Driver.CloseStore:input_type -> strata.stream.v1.CloseStoreRequest
-	9,  // 10: strata.stream.v1.Driver.Create:input_type -> strata.stream.v1.StreamNameRequest
-	9,  // 11: strata.stream.v1.Driver.Delete:input_type -> strata.stream.v1.StreamNameRequest
-	10, // 12: strata.stream.v1.Driver.List:input_type -> strata.stream.v1.ListRequest
-	12, // 13: strata.stream.v1.Driver.OpenStream:input_type -> strata.stream.v1.OpenStreamRequest
-	16, // 14: strata.stream.v1.Driver.Append:input_type -> strata.stream.v1.AppendRequest
-	19, // 15: strata.stream.v1.Driver.Fetch:input_type -> strata.stream.v1.FetchRequest
-	21, // 16: strata.stream.v1.Driver.Trim:input_type -> strata.stream.v1.TrimRequest
-	23, // 17: strata.stream.v1.Driver.CloseStream:input_type -> strata.stream.v1.CloseStreamRequest
-	2,  // 18: strata.stream.v1.Driver.Hello:output_type -> strata.stream.v1.HelloResponse
-	7,  // 19: strata.stream.v1.Driver.OpenStore:output_type -> strata.stream.v1.OpenStoreResponse
-	3,  // 20: strata.stream.v1.Driver.CloseStore:output_type -> strata.stream.v1.Empty
-	3,  // 21: strata.stream.v1.Driver.Create:output_type -> strata.stream.v1.Empty
-	3,  // 22: strata.stream.v1.Driver.Delete:output_type -> strata.stream.v1.Empty
-	11, // 23: strata.stream.v1.Driver.List:output_type -> strata.stream.v1.ListResponse
-	13, // 24: strata.stream.v1.Driver.OpenStream:output_type -> strata.stream.v1.OpenStreamResponse
-	18, // 25: strata.stream.v1.Driver.Append:output_type -> strata.stream.v1.AppendResponse
-	20, // 26: strata.stream.v1.Driver.Fetch:output_type -> strata.stream.v1.FetchResponse
-	22, // 27: strata.stream.v1.Driver.Trim:output_type -> strata.stream.v1.OffsetsResponse
-	3,  // 28: strata.stream.v1.Driver.CloseStream:output_type -> strata.stream.v1.Empty
-	18, // [18:29] is the sub-list for method output_type
-	7,  // [7:18] is the sub-list for method input_type
+	11, // 10: strata.stream.v1.Driver.Create:input_type -> strata.stream.v1.StreamNameRequest
+	11, // 11: strata.stream.v1.Driver.Delete:input_type -> strata.stream.v1.StreamNameRequest
+	12, // 12: strata.stream.v1.Driver.List:input_type -> strata.stream.v1.ListRequest
+	14, // 13: strata.stream.v1.Driver.OpenStream:input_type -> strata.stream.v1.OpenStreamRequest
+	18, // 14: strata.stream.v1.Driver.Append:input_type -> strata.stream.v1.AppendRequest
+	21, // 15: strata.stream.v1.Driver.Fetch:input_type -> strata.stream.v1.FetchRequest
+	23, // 16: strata.stream.v1.Driver.Trim:input_type -> strata.stream.v1.TrimRequest
+	25, // 17: strata.stream.v1.Driver.CloseStream:input_type -> strata.stream.v1.CloseStreamRequest
+	9,  // 18: strata.stream.v1.Driver.Stats:input_type -> strata.stream.v1.StatsRequest
+	2,  // 19: strata.stream.v1.Driver.Hello:output_type -> strata.stream.v1.HelloResponse
+	7,  // 20: strata.stream.v1.Driver.OpenStore:output_type -> strata.stream.v1.OpenStoreResponse
+	3,  // 21: strata.stream.v1.Driver.CloseStore:output_type -> strata.stream.v1.Empty
+	3,  // 22: strata.stream.v1.Driver.Create:output_type -> strata.stream.v1.Empty
+	3,  // 23: strata.stream.v1.Driver.Delete:output_type -> strata.stream.v1.Empty
+	13, // 24: strata.stream.v1.Driver.List:output_type -> strata.stream.v1.ListResponse
+	15, // 25: strata.stream.v1.Driver.OpenStream:output_type -> strata.stream.v1.OpenStreamResponse
+	20, // 26: strata.stream.v1.Driver.Append:output_type -> strata.stream.v1.AppendResponse
+	22, // 27: strata.stream.v1.Driver.Fetch:output_type -> strata.stream.v1.FetchResponse
+	24, // 28: strata.stream.v1.Driver.Trim:output_type -> strata.stream.v1.OffsetsResponse
+	3,  // 29: strata.stream.v1.Driver.CloseStream:output_type -> strata.stream.v1.Empty
+	10, // 30: strata.stream.v1.Driver.Stats:output_type -> strata.stream.v1.StatsResponse
+	19, // [19:31] is the sub-list for method output_type
+	7,  // [7:19] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1564,7 +1746,7 @@ func file_strata_stream_v1_stream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_stream_v1_stream_proto_rawDesc), len(file_strata_stream_v1_stream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	Driver_Fetch_FullMethodName       = "/strata.stream.v1.Driver/Fetch"
 	Driver_Trim_FullMethodName        = "/strata.stream.v1.Driver/Trim"
 	Driver_CloseStream_FullMethodName = "/strata.stream.v1.Driver/CloseStream"
+	Driver_Stats_FullMethodName       = "/strata.stream.v1.Driver/Stats"
 )
 
 // DriverClient is the client API for Driver service.
@@ -70,6 +71,10 @@ type DriverClient interface {
 	Trim(ctx context.Context, in *TrimRequest, opts ...grpc.CallOption) (*OffsetsResponse, error)
 	// CloseStream closes a session (waiting for its in-flight appends).
 	CloseStream(ctx context.Context, in *CloseStreamRequest, opts ...grpc.CallOption) (*Empty, error)
+	// Stats returns the requests a Store has made to its backend
+	// (stream.StatsReporter). Added in protocol v1 after its first release: a
+	// host treats UNIMPLEMENTED as "this driver does not count".
+	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 }
 
 type driverClient struct {
@@ -202,6 +207,16 @@ func (c *driverClient) CloseStream(ctx context.Context, in *CloseStreamRequest, 
 	return out, nil
 }
 
+func (c *driverClient) Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatsResponse)
+	err := c.cc.Invoke(ctx, Driver_Stats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DriverServer is the server API for Driver service.
 // All implementations must embed UnimplementedDriverServer
 // for forward compatibility.
@@ -237,6 +252,10 @@ type DriverServer interface {
 	Trim(context.Context, *TrimRequest) (*OffsetsResponse, error)
 	// CloseStream closes a session (waiting for its in-flight appends).
 	CloseStream(context.Context, *CloseStreamRequest) (*Empty, error)
+	// Stats returns the requests a Store has made to its backend
+	// (stream.StatsReporter). Added in protocol v1 after its first release: a
+	// host treats UNIMPLEMENTED as "this driver does not count".
+	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	mustEmbedUnimplementedDriverServer()
 }
 
@@ -279,6 +298,9 @@ func (UnimplementedDriverServer) Trim(context.Context, *TrimRequest) (*OffsetsRe
 }
 func (UnimplementedDriverServer) CloseStream(context.Context, *CloseStreamRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method CloseStream not implemented")
+}
+func (UnimplementedDriverServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
 }
 func (UnimplementedDriverServer) mustEmbedUnimplementedDriverServer() {}
 func (UnimplementedDriverServer) testEmbeddedByValue()                {}
@@ -481,6 +503,24 @@ func _Driver_CloseStream_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_Stats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).Stats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_Stats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).Stats(ctx, req.(*StatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Driver_ServiceDesc is the grpc.ServiceDesc for Driver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -523,6 +563,10 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CloseStream",
 			Handler:    _Driver_CloseStream_Handler,
+		},
+		{
+			MethodName: "Stats",
+			Handler:    _Driver_Stats_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
