@@ -42,6 +42,8 @@ type soakJSON struct {
 	OutOfProcess bool     `json:"out_of_process"`
 	Seed         uint64   `json:"seed"`
 	Rounds       int      `json:"rounds"`
+	RoundsRun    int      `json:"rounds_run"`
+	Seconds      float64  `json:"seconds"`
 	Operations   int64    `json:"operations"`
 	Faults       int64    `json:"faults_injected"`
 	FaultErrors  int64    `json:"fault_errors"`
@@ -80,6 +82,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		asJSON     = fs.Bool("json", false, "print one JSON object instead of the table")
 		keep       = fs.Bool("keep", false, "keep the soak's streams (default: delete them after a clean run)")
 		opTimeout  = fs.Duration("op-timeout", time.Minute, "longest an owner's session or a verifier read may take before it counts as an unexpected error")
+		duration   = fs.Duration("duration", 0, "start no round after this long (0: no limit) and verify the rounds that ran; each round is unchanged")
 		leakWait   = fs.Duration("leak-wait", 10*time.Second, "longest to wait after the run for goroutines to settle and driver processes to exit before they count as leaked")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -132,6 +135,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Seed:      *seed,
 		OpTimeout: *opTimeout,
 		LeakWait:  *leakWait,
+		Duration:  *duration,
 		Release: func(ctx context.Context, rep *soak.Report) {
 			if rep.OK() && !*keep {
 				hs.deleteStreams(ctx, prefix)
@@ -162,7 +166,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	replay := fmt.Sprintf("strata %s", strings.Join(replayArgs(fs, *seed), " "))
 	if *asJSON {
-		out := soakJSON{Driver: *driver, OutOfProcess: *outOfProc, Seed: rep.Seed, Rounds: *rounds,
+		out := soakJSON{Driver: *driver, OutOfProcess: *outOfProc, Seed: rep.Seed, Rounds: *rounds, RoundsRun: rep.Rounds, Seconds: time.Since(began).Seconds(),
 			Operations: rep.Operations, Faults: rep.Faults, FaultErrors: rep.FaultErrs, Fenced: rep.Fenced,
 			Acked: rep.Acked, AckedOffsets: rep.AckedOffs, Verified: rep.Verified, Lost: rep.Lost,
 			Duplicated: rep.Duplicated, Diverged: rep.Diverged, Violations: rep.Violations,
@@ -175,6 +179,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "driver            %s (%s)\n", *driver, mode)
 		fmt.Fprintf(stdout, "seed              %d\n", rep.Seed)
+		fmt.Fprintf(stdout, "rounds            %d of %d\n", rep.Rounds, *rounds)
 		fmt.Fprintf(stdout, "operations        %d\n", rep.Operations)
 		fmt.Fprintf(stdout, "faults injected   %d (driver kills; %d errors surfaced)\n", rep.Faults, rep.FaultErrs)
 		fmt.Fprintf(stdout, "fenced            %d (opens and appends refused ErrFenced)\n", rep.Fenced)

@@ -68,6 +68,12 @@ type Config struct {
 	// and the verifier's read of one stream (1 minute); running past it is
 	// an unexpected error naming the call, so a hang never goes unnoticed.
 	OpTimeout time.Duration
+	// Duration, if positive, bounds the racing: no round starts once
+	// Duration has passed since the run began, and the verifier then
+	// checks the rounds that ran (Report.Rounds). The rounds themselves are
+	// the same as without it, so a long soak fits a time budget without
+	// being made cheaper.
+	Duration time.Duration
 	// Seed picks the workload; the same seed replays it.
 	Seed uint64
 	// Prefix of the stream names ("soak").
@@ -90,6 +96,7 @@ type Config struct {
 // Report is the outcome of a run.
 type Report struct {
 	Seed       uint64
+	Rounds     int   // rounds run (fewer than Config.Rounds when Duration ran out)
 	Operations int64 // opens, appends, closes and fetches issued
 	Faults     int64 // driver processes killed and network faults started
 	FaultErrs  int64 // errors the killed drivers surfaced to owners
@@ -245,10 +252,16 @@ func runAndVerify(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Kill != nil && !info.Durable {
 		return nil, fmt.Errorf("soak: driver %s is not durable; killing it loses everything by design: %w", info.Driver, stream.ErrInvalidArgument)
 	}
+	began := time.Now()
 	for round := 0; round < cfg.Rounds; round++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if cfg.Duration > 0 && time.Since(began) >= cfg.Duration {
+			cfg.Logf("--duration %v reached after %d of %d rounds; verifying those", cfg.Duration, round, cfg.Rounds)
+			break
+		}
+		r.rep.Rounds = round + 1
 		if err := r.round(ctx, round); err != nil {
 			return nil, err
 		}

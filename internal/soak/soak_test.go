@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stratastream/strata/drivers/memory"
 	"github.com/stratastream/strata/stream"
@@ -169,4 +170,19 @@ func (u unfenced) Open(ctx context.Context, name string, o stream.OpenOptions) (
 		return nil, errors.New("unexpected")
 	}
 	return s, err
+}
+
+// TestSoakDuration: a run whose Duration ran out stops starting rounds,
+// verifies the rounds that ran and reports how many.
+func TestSoakDuration(t *testing.T) {
+	cfg := shortConfig(engineStores(t))
+	cfg.Rounds = 1 << 20
+	cfg.Duration = 300 * time.Millisecond
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.Rounds == 0 || rep.Rounds >= cfg.Rounds || rep.Acked == 0 || rep.Verified != rep.Acked {
+		t.Fatalf("rounds %d of %d, acked %d, verified %d, problems %q", rep.Rounds, cfg.Rounds, rep.Acked, rep.Verified, rep.Problems)
+	}
 }
