@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,15 @@ func countChunks(b *testing.B, st *Storage) int {
 // benchReadBack fetches every stream from offset 0 with a fresh store and
 // reports get/GiB-read.
 func benchReadBack(b *testing.B, cfg Config, streams int, want int64) {
+	if want > 0 {
+		b.ReportMetric(readBack(b, cfg, streams, want), "get/GiB-read")
+	}
+}
+
+// readBack fetches streams bench/0 to bench/streams-1 from offset 0 with
+// a fresh store on cfg, fails b unless that reads want payload bytes, and
+// returns the GETs it made per GiB read (0 when nothing was read).
+func readBack(b *testing.B, cfg Config, streams int, want int64) float64 {
 	ctx := context.Background()
 	st := newStorage(b, cfg)
 	store, err := chunked.NewStore(st, engineOptions(st.cfg))
@@ -146,8 +156,155 @@ func benchReadBack(b *testing.B, cfg Config, streams int, want int64) {
 	if read != want {
 		b.Fatalf("read back %d payload bytes, appended %d", read, want)
 	}
-	if read > 0 {
-		gets := st.RequestStats().Gets - before.Gets
-		b.ReportMetric(float64(gets)*float64(1<<30)/float64(read), "get/GiB-read")
+	if read == 0 {
+		return 0
 	}
+	return float64(st.RequestStats().Gets-before.Gets) * float64(1<<30) / float64(read)
+}
+
+// BenchmarkCompare measures the append path against a raw PutObject loop
+// of the same object sizes on the same MinIO, interleaved in time so that
+// load from elsewhere on the machine hits every kind alike
+// (drivertest.Compare: rounds of 250 ms slices, the order reversed every
+// other round). Run it once:
+//
+//	go test -run '^$' -bench Compare -benchtime 1x -timeout 60m -v ./drivers/s3/
+//
+// For each payload size (1 KiB, 64 KiB, 1 MiB) and number of streams S
+// (1, 16) the kinds are:
+//
+//	raw PutObject writers=S   S goroutines, each looping Storage.Put (one
+//	                          PutObject) of a fresh key: the reference of
+//	                          Storage.PutIfAbsent and of inflight=1
+//	raw PutObject writers=4S  as many writers as the engine keeps chunk
+//	                          puts in flight (S × 4): the reference of the
+//	                          pipelined rows
+//	Storage.PutIfAbsent       S goroutines looping conditional PUTs of
+//	                          fresh keys: the driver without the engine
+//	append linger=L inflight=I  the driver's Store: S streams, each fed
+//	                          by a goroutine keeping up to I appends
+//	                          outstanding; L = 0, 10ms, 50ms; I = 1 (one
+//	                          append at a time) and a pipelined depth,
+//	                          STRATA_BENCH_INFLIGHT (default 32) capped at
+//	                          8 MiB per stream
+//
+// Each kind has a prefix and a Storage of its own. The table gives MB/s,
+// p50/p99 of single operations, the process's CPU µs per operation, MB/s
+// as a share of the raw row named above, and from the kind's request
+// counts: PUT/chunk (PUTs during the appends per chunk object written),
+// LIST (LIST requests during the run: 0 is the target), req/GiB (requests
+// of every kind per GiB of payload) and GET/GiB read (GETs a fresh store
+// makes to read it all back). STRATA_BENCH_SIZES, STRATA_BENCH_STREAMS,
+// STRATA_BENCH_ROUNDS and STRATA_BENCH_OUT as in drivertest.Compare.
+// Results: docs/benchmarks.md.
+func BenchmarkCompare(b *testing.B) {
+	table := drivertest.NewTable([]string{"raw"}, "PUT/chunk", "LIST", "req/GiB", "GET/GiB read")
+	drivertest.Compare(b, table, []int{1 << 10, 64 << 10, 1 << 20}, []int{1, 16}, func(size, streams int) []*drivertest.Kind {
+		return compareKinds(b, size, streams)
+	})
+}
+
+// compareLingers are the engine lingers BenchmarkCompare runs (issue 5's
+// matrix).
+var compareLingers = []time.Duration{0, 10 * time.Millisecond, 50 * time.Millisecond}
+
+// compareKinds is one group of BenchmarkCompare.
+func compareKinds(b *testing.B, size, streams int) []*drivertest.Kind {
+	payload := make([]byte, size)
+	depth := max(1, min(drivertest.EnvInts("STRATA_BENCH_INFLIGHT", 32)[0], (8<<20)/size))
+	deepWriters := streams * chunked.DefaultMaxInflightChunks
+	raw := putKind(b, fmt.Sprintf("raw PutObject writers=%d", streams), payload, streams, (*Storage).Put, nil)
+	rawDeep := putKind(b, fmt.Sprintf("raw PutObject writers=%d", deepWriters), payload, deepWriters, (*Storage).Put, nil)
+	kinds := []*drivertest.Kind{
+		raw,
+		rawDeep,
+		putKind(b, "Storage.PutIfAbsent", payload, streams, (*Storage).PutIfAbsent, raw),
+	}
+	for _, inflight := range []int{1, depth} {
+		ref := raw
+		if inflight > 1 {
+			ref = rawDeep
+		}
+		for _, linger := range compareLingers {
+			kinds = append(kinds, appendKind(b, payload, streams, linger, inflight, ref))
+		}
+	}
+	return kinds
+}
+
+// putKind is a kind of writers goroutines, each looping put of fresh keys
+// on a Storage of its own; of, if not nil, is the row it is a share of.
+func putKind(b *testing.B, name string, payload []byte, writers int, put func(*Storage, context.Context, string, []byte) error, of *drivertest.Kind) *drivertest.Kind {
+	st, err := NewStorage(b.Context(), minioConfig(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	before := st.RequestStats()
+	k := &drivertest.Kind{
+		Name: name,
+		Run: drivertest.LoopRunner(b, len(payload), writers, func(w, seq int) error {
+			return put(st, b.Context(), fmt.Sprintf("w%d/%020d", w, seq), payload)
+		}),
+		Extra: func(k *drivertest.Kind) []string {
+			d := st.RequestStats().Sub(before)
+			return []string{"", strconv.FormatInt(d.Lists, 10), perGiB(drivertest.RequestCount(d), k.Bytes()), ""}
+		},
+		Close: func() { st.Close() },
+	}
+	if of != nil {
+		k.Of = []*drivertest.Kind{of}
+	}
+	return k
+}
+
+// appendKind is a kind of appends through a Store of its own (engine
+// linger linger, defaults otherwise) on streams streams, each keeping up
+// to inflight appends outstanding; its row is a share of raw.
+func appendKind(b *testing.B, payload []byte, streams int, linger time.Duration, inflight int, raw *drivertest.Kind) *drivertest.Kind {
+	cfg := minioConfig(b)
+	cfg.Engine.Linger = linger
+	st, err := NewStorage(b.Context(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := chunked.NewStore(st, engineOptions(cfg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ss := make([]stream.Stream, streams)
+	for i := range ss {
+		if ss[i], err = store.Open(b.Context(), fmt.Sprintf("bench/%d", i), stream.OpenOptions{Epoch: 1, CreateIfMissing: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	chunksBefore := countChunks(b, st)
+	before := st.RequestStats()
+	return &drivertest.Kind{
+		Name: fmt.Sprintf("append linger=%v inflight=%d", linger, inflight),
+		Run:  drivertest.AppendRunner(b, ss, payload, inflight),
+		Of:   []*drivertest.Kind{raw},
+		Extra: func(k *drivertest.Kind) []string {
+			d := st.RequestStats().Sub(before)
+			putsPerChunk := "-"
+			if chunks := countChunks(b, st) - chunksBefore; chunks > 0 {
+				putsPerChunk = fmt.Sprintf("%.2f", float64(d.Puts)/float64(chunks))
+			}
+			return []string{putsPerChunk, strconv.FormatInt(d.Lists, 10), perGiB(drivertest.RequestCount(d), k.Bytes()),
+				fmt.Sprintf("%.0f", readBack(b, cfg, streams, k.Bytes()))}
+		},
+		Close: func() {
+			for _, s := range ss {
+				s.Close()
+			}
+			store.Close()
+		},
+	}
+}
+
+// perGiB renders n per GiB of payload bytes.
+func perGiB(n, payload int64) string {
+	if payload <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(n)*float64(1<<30)/float64(payload))
 }

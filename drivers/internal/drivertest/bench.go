@@ -62,33 +62,23 @@ func EngineAppends[S interface {
 }
 
 // Appends is the measured part of an append benchmark: b.N appends of
-// payload split among streams, each stream keeping up to window appends in
-// flight. It sets the bytes per operation, times only the appends, and
-// reports p50-ms and p99-ms of single appends, submit to ack (with a deep
-// window that includes the queue, by Little's law).
+// payload split among streams, each stream keeping up to window appends
+// outstanding (called, not yet acked). It sets the bytes per operation,
+// times only the appends, and reports p50-ms and p99-ms of single appends,
+// submit to ack (with a deep window that includes the queue, by Little's
+// law); a failed append fails b.
 func Appends(b *testing.B, streams []stream.Stream, payload []byte, window int) {
-	window = max(1, window)
 	Loops(b, len(payload), len(streams), func(w, n int, lat *[]time.Duration) error {
-		type pending struct {
-			f     *stream.AppendFuture
-			start time.Time
-		}
-		queue := make(chan pending, window)
-		go func() {
-			defer close(queue)
-			for range n {
-				start := time.Now()
-				queue <- pending{streams[w].Append(b.Context(), stream.Batch{Count: 1, Payload: payload}), start}
+		var first error
+		i := 0
+		more := func() bool { i++; return i <= n }
+		_, ds := pipeline(b.Context(), streams[w], payload, window, more, func(err error) {
+			if first == nil {
+				first = err
 			}
-		}()
-		var err error
-		for p := range queue {
-			if _, werr := p.f.Wait(b.Context()); werr != nil && err == nil {
-				err = werr
-			}
-			*lat = append(*lat, time.Since(p.start))
-		}
-		return err
+		})
+		*lat = append(*lat, ds...)
+		return first
 	})
 }
 
@@ -189,5 +179,11 @@ func ReportRequests(b *testing.B, before, after chunked.RequestStats, payload in
 	}
 	perGiB := float64(1<<30) / float64(payload)
 	b.ReportMetric(float64(d.Puts)*perGiB, "put/GiB")
-	b.ReportMetric(float64(d.Puts+d.Gets+d.Heads+d.Lists+d.Deletes)*perGiB, "req/GiB")
+	b.ReportMetric(float64(RequestCount(d))*perGiB, "req/GiB")
+}
+
+// RequestCount is the number of requests of every kind in d (retries
+// included).
+func RequestCount(d chunked.RequestStats) int64 {
+	return d.Puts + d.Gets + d.Heads + d.Lists + d.Deletes
 }

@@ -3,8 +3,9 @@
 // a testbed wrote, running the conformance suite in process and out of
 // process and the chunked.Storage suite, cleaning a test's objects up,
 // SIGKILLing a writer process mid-write (KillChild), an endpoint that
-// never answers (SilentServer), and the append loops, latency and request
-// metrics of their benchmarks.
+// never answers (SilentServer), the append loops, latency and request
+// metrics of their benchmarks, and the interleaved comparison of a
+// driver's appends with raw loops on its backend (Compare).
 //
 // It is imported by _test.go files only. It is not a test suite itself:
 // the cases live in conformance and conformance/storagetest, and each
