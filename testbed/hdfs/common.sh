@@ -1,7 +1,18 @@
 # Sourced by testbed/hdfs/{up,ctl,down}: how the HDFS testbed is built and
 # started. A small Java main (MiniHdfs.java) runs Hadoop's MiniDFSCluster:
 # one NameNode and one DataNode on loopback, metadata and blocks on disk.
+#
+# STRATA_HDFS_DATANODE_HOSTNAME (optional, read when an instance is created):
+# the DataNode then listens on a fixed port, 127.0.0.1:PORT, and registers
+# with the NameNode under that name (dfs.datanode.hostname), so a client
+# with use_datanode_hostname dials NAME:PORT, where a test can put a proxy
+# (e.g. NAME=127.0.0.2: all of 127/8 is loopback). `up` then also prints
+# STRATA_HDFS_DATANODE=127.0.0.1:PORT and STRATA_HDFS_DATANODE_HOSTNAME.
+# Unset (the default), nothing changes: free DataNode ports, registered as
+# 127.0.0.1, the usual three export lines.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# Set only by an instance's env file, never by the caller's environment.
+unset HDFS_DATANODE_PORT HDFS_DATANODE_HOSTNAME
 . "$here/../lib.sh"
 
 cache=$STRATA_CACHE/hdfs
@@ -50,20 +61,41 @@ installed() { [ -f "$build/complete" ]; }
 
 # install: build the main and copy its dependencies with Maven, the local
 # repository and all output under $STRATA_CACHE/hdfs (outside the repo).
+# Testbeds of other STRATA_TESTBED_DIRs share the cache: one builds at a
+# time (a lock in the cache), into a temporary directory renamed into place.
 install() {
   installed && return 0
   command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
   command -v java >/dev/null || die "java not found (apt-get install openjdk-17-jdk-headless)"
-  log "building the HDFS testbed (hadoop-minicluster) into $build"
-  rm -rf "$build"
-  mkdir -p "$build"
-  (cd "$here" && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$m2" -Dstrata.out="$build" package) >&2 \
-    || die "maven build of testbed/hdfs failed"
-  touch "$build/complete"
-  # Older builds go, unless a running instance uses one.
-  if ! alive; then
-    find "$builds" -mindepth 1 -maxdepth 1 -type d ! -path "$build" -exec rm -rf {} +
+  mkdir -p "$builds"
+  exec 8>"$builds.lock"
+  flock 8
+  if installed; then
+    exec 8>&-
+    return 0
   fi
+  log "building the HDFS testbed (hadoop-minicluster) into $build"
+  local tmp=$build.tmp
+  rm -rf "$tmp" "$build"
+  mkdir -p "$tmp"
+  (cd "$here" && mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$m2" -Dstrata.out="$tmp" package) >&2 \
+    || die "maven build of testbed/hdfs failed"
+  touch "$tmp/complete"
+  mv "$tmp" "$build"
+  # Older builds go, unless a running JVM (of any testbed dir) uses one.
+  local old
+  for old in "$builds"/*/; do
+    old=${old%/}
+    [ "$old" = "$build" ] && continue
+    in_use "$old" || rm -rf "$old"
+  done
+  exec 8>&-
+}
+
+# in_use DIR: a running process has DIR/classes on its command line (a JVM
+# of this or another STRATA_TESTBED_DIR started from that build).
+in_use() {
+  grep -qsaF -- "$1/classes:" /proc/[0-9]*/cmdline
 }
 
 # ready: the main wrote the NameNode port (it does so once the NameNode is
@@ -73,6 +105,9 @@ ready() {
   local port; port=$(cat "$portfile")
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null
 }
+
+# ready_or_dead: ready, or the JVM has exited (a failed start).
+ready_or_dead() { ready || ! alive; }
 
 # alive: the recorded JVM runs (a killed one not yet reaped is a zombie:
 # kill -0 still succeeds on it, so look at its state too).
@@ -89,6 +124,10 @@ new_instance() {
   mkdir -p "$state"
   echo "HDFS_PORT=$(free_port)" >"$envfile"
   echo "HDFS_FORMAT=format" >>"$envfile"
+  if [ -n "${STRATA_HDFS_DATANODE_HOSTNAME:-}" ]; then
+    echo "HDFS_DATANODE_PORT=$(free_port)" >>"$envfile"
+    echo "HDFS_DATANODE_HOSTNAME=$STRATA_HDFS_DATANODE_HOSTNAME" >>"$envfile"
+  fi
 }
 
 # start: start the recorded instance (same port; existing metadata and blocks
@@ -102,14 +141,21 @@ start() {
   fi
   rm -f "$portfile" "$control/command" "$control/done"
   log "starting HDFS (MiniDFSCluster) on 127.0.0.1:$HDFS_PORT ($HDFS_FORMAT; base $state/base, log $logfile)"
+  local datanode=()
+  if [ -n "${HDFS_DATANODE_PORT:-}" ]; then
+    datanode=("$HDFS_DATANODE_PORT" "$HDFS_DATANODE_HOSTNAME")
+    log "DataNode on 127.0.0.1:$HDFS_DATANODE_PORT, registered as $HDFS_DATANODE_HOSTNAME"
+  fi
   setsid java "${java_mem[@]}" "${java_opens[@]}" -cp "$build/classes:$build/lib/*" \
-      strata.testbed.MiniHdfs "$state/base" "$HDFS_PORT" "$portfile" "$HDFS_FORMAT" "$control" \
+      strata.testbed.MiniHdfs "$state/base" "$HDFS_PORT" "$portfile" "$HDFS_FORMAT" "$control" "${datanode[@]}" \
       </dev/null >>"$logfile" 2>&1 9>&- &
   echo $! >"$pidfile"
-  if ! wait_until 180 ready; then
+  if ! wait_until 180 ready_or_dead || ! ready; then
     tail -30 "$logfile" >&2
+    local why="did not become ready on 127.0.0.1:$HDFS_PORT within 180s"
+    alive || why="exited while starting on 127.0.0.1:$HDFS_PORT"
     stop_pidfile "$pidfile"
-    die "HDFS did not become ready on 127.0.0.1:$HDFS_PORT within 180s; see $logfile"
+    die "HDFS $why; see $logfile"
   fi
   # From now on restarts keep the formatted metadata.
   sed -i 's/^HDFS_FORMAT=.*/HDFS_FORMAT=keep/' "$envfile"
@@ -149,4 +195,8 @@ print_env() {
   echo "export STRATA_HDFS_CONFIG=$config"
   echo "export STRATA_HDFS_NAMENODE=127.0.0.1:$HDFS_PORT"
   echo "export STRATA_HDFS_USER=$(id -un)"
+  if [ -n "${HDFS_DATANODE_PORT:-}" ]; then
+    echo "export STRATA_HDFS_DATANODE=127.0.0.1:$HDFS_DATANODE_PORT"
+    echo "export STRATA_HDFS_DATANODE_HOSTNAME=$HDFS_DATANODE_HOSTNAME"
+  fi
 }
