@@ -82,9 +82,10 @@ func benchRaw(b *testing.B, size, writers int, viaPut bool) {
 	}
 	defer st.Close()
 	payload := make([]byte, size)
+	cs := st.pool.all()
 	if !viaPut {
 		for w := range writers {
-			if err := st.pool.all[w%len(st.pool.all)].MkdirAll(rawDir(cfg, w), 0o755); err != nil {
+			if err := cs[w%len(cs)].MkdirAll(rawDir(cfg, w), 0o755); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -93,7 +94,7 @@ func benchRaw(b *testing.B, size, writers int, viaPut bool) {
 		if viaPut {
 			return st.PutIfAbsent(b.Context(), fmt.Sprintf("raw/%d/%020d", w, i), payload)
 		}
-		c := st.pool.all[w%len(st.pool.all)]
+		c := cs[w%len(cs)]
 		return st.writeFile(c, fmt.Sprintf("%s/%020d", rawDir(cfg, w), i), payload, time.Now().Add(time.Minute))
 	})
 	reportFiles(b, int64(b.N), int64(b.N)*int64(size))

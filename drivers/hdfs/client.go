@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,20 +20,94 @@ import (
 
 // clients is a small pool of HDFS clients. The client serialises the RPCs
 // of one NameNode connection, so several let concurrent puts overlap.
+//
+// A client whose NameNode connection failed (reset, cut, timed out) is
+// replaced by a new one the next time it is picked. The client itself would
+// reconnect, but only after refusing every call for 5 s (its back-off per
+// NameNode, meant for failing over to another NameNode): with one NameNode
+// a single reset would make the driver unavailable for that long after the
+// network is back.
 type clients struct {
-	all  []*gohdfs.Client
-	next atomic.Uint32
+	opts    gohdfs.ClientOptions // without NamenodeDialFunc (set per member)
+	cfg     Config
+	members []*slot
+	next    atomic.Uint32
+	closed  atomic.Bool
+	retired sync.WaitGroup // replaced clients being closed
 }
 
-// pick returns the next client, round robin.
+// slot is one place of the pool: its current member, replaced when broken.
+type slot struct {
+	mu       sync.Mutex // serialises replacements
+	cur      atomic.Pointer[member]
+	failedAt time.Time // last replacement that could not connect (under mu)
+}
+
+// member is one client and the state of its NameNode connection.
+type member struct {
+	c *gohdfs.Client
+	// broken is set once a read or write on its NameNode connection
+	// failed, or a dial did.
+	broken atomic.Bool
+	// conn is its latest NameNode connection.
+	conn atomic.Pointer[deadlineConn]
+}
+
+// pick returns the next client, round robin, replacing it first if its
+// NameNode connection failed (an idle connection that breaks is found
+// within a second: the client renews its leases every second on it). When
+// the replacement cannot connect, or another caller's attempt failed while
+// this one waited for it, the broken client is returned: its calls fail at
+// once with the cause, and the next pick tries again.
 func (p *clients) pick() *gohdfs.Client {
-	return p.all[int(p.next.Add(1))%len(p.all)]
+	s := p.members[int(p.next.Add(1))%len(p.members)]
+	m := s.cur.Load()
+	if !m.broken.Load() {
+		return m.c
+	}
+	asked := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.cur.Load(); cur != m {
+		return cur.c // replaced meanwhile
+	}
+	if p.closed.Load() || s.failedAt.After(asked) {
+		return m.c
+	}
+	fresh, err := p.connect()
+	if err != nil {
+		s.failedAt = time.Now()
+		return m.c
+	}
+	s.cur.Store(fresh)
+	// Close waits for the client's RPC in flight, if any (bounded by the
+	// connection's deadlines): not on the caller's time.
+	p.retired.Add(1)
+	go func() {
+		defer p.retired.Done()
+		m.c.Close()
+	}()
+	return fresh.c
 }
 
-func (p *clients) close() {
-	for _, c := range p.all {
-		c.Close()
+// all returns the current clients.
+func (p *clients) all() []*gohdfs.Client {
+	cs := make([]*gohdfs.Client, len(p.members))
+	for i, s := range p.members {
+		cs[i] = s.cur.Load().c
 	}
+	return cs
+}
+
+// close closes the clients; pick replaces none after it started.
+func (p *clients) close() {
+	p.closed.Store(true)
+	for _, s := range p.members {
+		s.mu.Lock()
+		s.cur.Load().c.Close()
+		s.mu.Unlock()
+	}
+	p.retired.Wait()
 }
 
 // newClients connects cfg.Connections clients. A failure names the
@@ -43,7 +118,6 @@ func newClients(cfg Config) (*clients, error) {
 		User:                   cfg.User,
 		UseDatanodeHostname:    cfg.UseDatanodeHostname,
 		DataTransferProtection: cfg.DataTransferProtection,
-		NamenodeDialFunc:       deadlineDialer(cfg.Timeouts.Connect, cfg.Timeouts.Operation),
 		DatanodeDialFunc:       (&net.Dialer{Timeout: cfg.Timeouts.Connect, KeepAlive: 30 * time.Second}).DialContext,
 	}
 	if k := cfg.Kerberos; k != nil {
@@ -54,23 +128,38 @@ func newClients(cfg Config) (*clients, error) {
 		opts.KerberosClient = kc
 		opts.KerberosServicePrincipleName = k.NameNodeSPN
 	}
-	p := &clients{}
+	p := &clients{opts: opts, cfg: cfg}
 	for range cfg.Connections {
-		c, err := gohdfs.NewClient(opts)
+		m, err := p.connect()
 		if err != nil {
 			p.close()
-			return nil, unavailable("connect to namenodes "+strings.Join(cfg.NameNodes, ","), "", err)
+			return nil, err
 		}
-		p.all = append(p.all, c)
-		// The client caches the server defaults on first use without a
-		// lock, and every block write asks for them: fetch them now, before
-		// the client is shared, so that later uses only read the cache.
-		if _, err := c.ServerDefaults(); err != nil {
-			p.close()
-			return nil, unavailable("get server defaults from "+strings.Join(cfg.NameNodes, ","), "", err)
-		}
+		s := &slot{}
+		s.cur.Store(m)
+		p.members = append(p.members, s)
 	}
 	return p, nil
+}
+
+// connect makes a new member: a client with its own NameNode connection.
+func (p *clients) connect() (*member, error) {
+	m := &member{}
+	opts := p.opts
+	opts.NamenodeDialFunc = deadlineDialer(p.cfg.Timeouts.Connect, p.cfg.Timeouts.Operation, m)
+	c, err := gohdfs.NewClient(opts)
+	if err != nil {
+		return nil, unavailable("connect to namenodes "+strings.Join(p.cfg.NameNodes, ","), "", err)
+	}
+	m.c = c
+	// The client caches the server defaults on first use without a lock,
+	// and every block write asks for them: fetch them now, before the
+	// client is shared, so that later uses only read the cache.
+	if _, err := c.ServerDefaults(); err != nil {
+		c.Close()
+		return nil, unavailable("get server defaults from "+strings.Join(p.cfg.NameNodes, ","), "", err)
+	}
+	return m, nil
 }
 
 // kerberosClient logs in with the keytab or credentials cache of k.
@@ -106,16 +195,19 @@ func kerberosClient(k *Kerberos) (*krbclient.Client, error) {
 // connections whose every read and write must finish within rpc. The client
 // has no RPC timeouts of its own, and it keeps using a connection after a
 // failed read (the late answer would then be taken for the next call's), so
-// a connection that fails a read is closed: the client's next write fails
-// and it reconnects.
-func deadlineDialer(connect, rpc time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// a connection that fails a read is closed: the client's next write fails.
+// Any failure marks m broken, so that the pool replaces it.
+func deadlineDialer(connect, rpc time.Duration, m *member) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
+			m.broken.Store(true)
 			return nil, err
 		}
-		return &deadlineConn{Conn: c, rpc: rpc}, nil
+		dc := &deadlineConn{Conn: c, rpc: rpc, m: m}
+		m.conn.Store(dc)
+		return dc, nil
 	}
 }
 
@@ -124,12 +216,14 @@ func deadlineDialer(connect, rpc time.Duration) func(ctx context.Context, networ
 type deadlineConn struct {
 	net.Conn
 	rpc time.Duration
+	m   *member
 }
 
 func (c *deadlineConn) Read(b []byte) (int, error) {
 	c.Conn.SetReadDeadline(time.Now().Add(c.rpc))
 	n, err := c.Conn.Read(b)
 	if err != nil {
+		c.m.broken.Store(true)
 		c.Conn.Close()
 	}
 	return n, err
@@ -139,6 +233,7 @@ func (c *deadlineConn) Write(b []byte) (int, error) {
 	c.Conn.SetWriteDeadline(time.Now().Add(c.rpc))
 	n, err := c.Conn.Write(b)
 	if err != nil {
+		c.m.broken.Store(true)
 		c.Conn.Close()
 	}
 	return n, err

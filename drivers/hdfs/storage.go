@@ -140,9 +140,9 @@ func (s *Storage) do(ctx context.Context, name, key string, op func(c *gohdfs.Cl
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	c := s.pool.pick()
 	done := make(chan error, 1)
-	go func() { done <- op(c, deadline) }()
+	// pick may connect (replacing a broken client): inside the deadline.
+	go func() { done <- op(s.pool.pick(), deadline) }()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
