@@ -53,16 +53,32 @@ type member struct {
 	conn atomic.Pointer[deadlineConn]
 }
 
+// isBroken reports whether m's NameNode connection failed, or its peer
+// reset or closed it (then marking m broken).
+func (m *member) isBroken() bool {
+	if m.broken.Load() {
+		return true
+	}
+	if dc := m.conn.Load(); dc != nil && peerGone(dc.Conn) {
+		m.broken.Store(true)
+		return true
+	}
+	return false
+}
+
 // pick returns the next client, round robin, replacing it first if its
-// NameNode connection failed (an idle connection that breaks is found
-// within a second: the client renews its leases every second on it). When
+// NameNode connection failed or its peer reset or closed it while it was
+// idle. (The client renews its leases every second, which finds a dead
+// idle connection too, but a call in that second would fail on it although
+// the network may be fine by then: a network cut resets every connection,
+// and the calls after it is over found them.) When
 // the replacement cannot connect, or another caller's attempt failed while
 // this one waited for it, the broken client is returned: its calls fail at
 // once with the cause, and the next pick tries again.
 func (p *clients) pick() *gohdfs.Client {
 	s := p.members[int(p.next.Add(1))%len(p.members)]
 	m := s.cur.Load()
-	if !m.broken.Load() {
+	if !m.isBroken() {
 		return m.c
 	}
 	asked := time.Now()

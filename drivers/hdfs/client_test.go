@@ -3,9 +3,11 @@ package hdfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/stratastream/strata/drivers/internal/drivertest"
 	"github.com/stratastream/strata/stream"
@@ -96,5 +98,77 @@ func TestNameNodeRestartWhileIdle(t *testing.T) {
 	}
 	if err := st.PutIfAbsent(t.Context(), "k2", data); err != nil {
 		t.Fatalf("PutIfAbsent after the restart: %v", err)
+	}
+}
+
+// TestPeerGone: the check the pool runs before handing out a client sees a
+// connection its peer reset or closed, and not one that is idle or has an
+// answer waiting (which it must not consume). Without it, calls right
+// after a network cut failed on connections the cut had reset while idle
+// (TestSoakNetworkFaults/hdfs: unexpected errors in the round after a cut).
+func TestPeerGone(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pair := func() (client, server net.Conn) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(); s.Close() })
+		return c, s
+	}
+	// eventually: the peer's close or bytes reach the client's socket.
+	eventually := func(c net.Conn, want bool) bool {
+		for range 100 {
+			if peerGone(c) == want {
+				return true
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return false
+	}
+
+	idle, _ := pair()
+	if peerGone(idle) {
+		t.Error("idle connection reported gone")
+	}
+
+	waiting, s := pair()
+	if _, err := s.Write([]byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if peerGone(waiting) {
+		t.Error("connection with an answer waiting reported gone")
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(waiting, buf); err != nil || string(buf) != "answer" {
+		t.Errorf("read after the check = %q, %v; the check consumed the answer", buf, err)
+	}
+
+	reset, s := pair()
+	s.(*net.TCPConn).SetLinger(0)
+	s.Close()
+	if !eventually(reset, true) {
+		t.Error("connection reset by its peer not reported gone")
+	}
+
+	closed, s := pair()
+	s.Close()
+	if !eventually(closed, true) {
+		t.Error("connection closed by its peer not reported gone")
+	}
+
+	mine, _ := pair()
+	mine.Close()
+	if !peerGone(mine) {
+		t.Error("connection closed on this side not reported gone")
 	}
 }
