@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/stratastream/strata/drivers/azure"
+	"github.com/stratastream/strata/drivers/hdfs"
 	"github.com/stratastream/strata/drivers/s3"
 	"github.com/stratastream/strata/internal/soak"
 	"github.com/stratastream/strata/internal/testbed"
@@ -27,34 +29,67 @@ import (
 
 // faultProxy is a TCP proxy between a driver and its backend that can
 // delay traffic, reset every connection, or cut the network (reset and
-// refuse) until restored.
+// refuse) until restored. It can listen on several addresses, each
+// forwarding to its own upstream (the hdfs driver talks to a NameNode and
+// to the DataNodes it names), and its faults hit all of them at once.
 type faultProxy struct {
-	ln       net.Listener
-	upstream string
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	delay time.Duration
-	down  bool
+	mu       sync.Mutex
+	lns      []net.Listener
+	accepted map[string]int // connections accepted, by listening address
+	conns    map[net.Conn]struct{}
+	delay    time.Duration
+	down     bool
 }
 
+// startProxy starts a proxy listening on a free loopback port and
+// forwarding to upstream.
 func startProxy(t *testing.T, upstream string) *faultProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &faultProxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
-	go p.accept()
-	t.Cleanup(func() { _ = ln.Close(); p.resetAll() })
+	p := &faultProxy{accepted: map[string]int{}, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() {
+		p.mu.Lock()
+		lns := p.lns
+		p.mu.Unlock()
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+		p.resetAll()
+	})
+	p.listen(t, "127.0.0.1:0", upstream)
 	return p
 }
 
-func (p *faultProxy) addr() string { return p.ln.Addr().String() }
+// listen adds a route: connections to addr are forwarded to upstream.
+func (p *faultProxy) listen(t *testing.T, addr, upstream string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("proxy for %s: %v", upstream, err)
+	}
+	p.mu.Lock()
+	p.lns = append(p.lns, ln)
+	p.mu.Unlock()
+	go p.accept(ln, upstream)
+}
 
-func (p *faultProxy) accept() {
+// addr is the address of the first route (startProxy's).
+func (p *faultProxy) addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lns[0].Addr().String()
+}
+
+// connections returns how many connections the route listening on addr
+// accepted and forwarded.
+func (p *faultProxy) connections(addr string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted[addr]
+}
+
+func (p *faultProxy) accept(ln net.Listener, upstream string) {
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -65,12 +100,13 @@ func (p *faultProxy) accept() {
 			rst(c)
 			continue
 		}
-		u, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
+		u, err := net.DialTimeout("tcp", upstream, 5*time.Second)
 		if err != nil {
 			rst(c)
 			continue
 		}
 		p.mu.Lock()
+		p.accepted[ln.Addr().String()]++
 		p.conns[c], p.conns[u] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		go p.pipe(u, c)
@@ -187,10 +223,18 @@ func (p *faultProxy) netFault(round int, rng *rand.Rand) (string, func()) {
 // and returns the driver config file named by the env variable want.
 func privateTestbed(t *testing.T, name, want string) string {
 	t.Helper()
+	return privateTestbedEnv(t, name, want)[want]
+}
+
+// privateTestbedEnv is privateTestbed returning every variable testbed/up
+// printed (want among them); extraEnv (KEY=VALUE) is added to the
+// environment of testbed/up.
+func privateTestbedEnv(t *testing.T, name, want string, extraEnv ...string) map[string]string {
+	t.Helper()
 	dir := t.TempDir()
 	script := func(verb string) *exec.Cmd {
 		cmd := exec.Command(filepath.Join(testbed.RepoRoot(), "testbed", verb), name)
-		cmd.Env = append(os.Environ(), "STRATA_TESTBED_DIR="+dir)
+		cmd.Env = append(append(os.Environ(), "STRATA_TESTBED_DIR="+dir), extraEnv...)
 		return cmd
 	}
 	up := script("up")
@@ -205,34 +249,131 @@ func privateTestbed(t *testing.T, name, want string) string {
 	if err != nil {
 		t.Fatalf("testbed/up %s: %v\n%s", name, err, stderr.String())
 	}
+	env := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {
 		k, v, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "export "), "=")
-		if ok && k == want {
-			return strings.Trim(v, `'"`)
+		if ok {
+			env[k] = strings.Trim(v, `'"`)
 		}
 	}
-	t.Fatalf("testbed/up %s printed no %s", name, want)
-	return ""
+	if env[want] == "" {
+		t.Fatalf("testbed/up %s printed no %s", name, want)
+	}
+	return env
 }
 
-// TestSoakNetworkFaults runs the fencing soak on the s3 driver (MinIO) and
-// the azure driver (Azurite), each a private instance, with every owner's traffic through a proxy
-// that delays, resets and cuts the connections to the backend; the
-// verifier reads directly. Nothing acked may be lost, duplicated or
-// changed, and every error the faults cause must be ErrUnavailable or
-// ErrFenced.
+// netfaultCase is one driver of TestSoakNetworkFaults.
+type netfaultCase struct {
+	driver, testbed, env string
+	// testbedEnv is added to testbed/up's environment.
+	testbedEnv []string
+	open       stream.Opener
+	// rounds and seed of the soak (4 and 5 when zero).
+	rounds int
+	seed   uint64
+	// route starts the proxy for the backend of config cfg (testbed/up
+	// printed env) and rewrites cfg in place: first as the verifier's
+	// direct config (timeouts), then, after direct returns, as the owners'
+	// config through the proxy.
+	route func(t *testing.T, env map[string]string, cfg map[string]any) (p *faultProxy, viaProxy func(t *testing.T))
+}
+
+// urlRoute is the route of a driver whose config names its backend by URL
+// in field: the proxy stands in for the URL's host.
+func urlRoute(field string) func(t *testing.T, env map[string]string, cfg map[string]any) (*faultProxy, func(t *testing.T)) {
+	return func(t *testing.T, _ map[string]string, cfg map[string]any) (*faultProxy, func(t *testing.T)) {
+		u, err := url.Parse(fmt.Sprint(cfg[field]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := startProxy(t, u.Host)
+		cfg["timeouts"] = map[string]string{"connect": "1s", "request": "2s", "operation": "6s"}
+		cfg["retry"] = map[string]any{"max_attempts": 3}
+		return proxy, func(t *testing.T) {
+			u.Host = proxy.addr()
+			cfg[field] = u.String()
+		}
+	}
+}
+
+// hdfsRoute puts the proxy between the hdfs driver and both the NameNode
+// and the DataNode. The client dials the NameNode at the configured address
+// and DataNodes at the address the NameNode hands out; the private testbed
+// registers its DataNode as 127.0.0.2 (STRATA_HDFS_DATANODE_HOSTNAME) while
+// it listens on 127.0.0.1:PORT, so the owners' config (use_datanode_hostname)
+// dials 127.0.0.2:PORT, where the proxy listens, and the verifier's
+// (by IP) reaches the DataNode directly.
+func hdfsRoute(t *testing.T, env map[string]string, cfg map[string]any) (*faultProxy, func(t *testing.T)) {
+	nns, _ := cfg["namenodes"].([]any)
+	if len(nns) != 1 {
+		t.Fatalf("hdfs testbed config: namenodes %v, want one", cfg["namenodes"])
+	}
+	dn, host := env["STRATA_HDFS_DATANODE"], env["STRATA_HDFS_DATANODE_HOSTNAME"]
+	_, port, err := net.SplitHostPort(dn)
+	if err != nil || host == "" {
+		t.Fatalf("testbed/up hdfs printed STRATA_HDFS_DATANODE=%q STRATA_HDFS_DATANODE_HOSTNAME=%q", dn, host)
+	}
+	proxy := startProxy(t, fmt.Sprint(nns[0]))
+	dnProxy := net.JoinHostPort(host, port)
+	proxy.listen(t, dnProxy, dn)
+	cfg["timeouts"] = map[string]string{"connect": "1s", "operation": "6s"}
+	return proxy, func(t *testing.T) {
+		t.Cleanup(func() {
+			nn, dn := proxy.connections(proxy.addr()), proxy.connections(dnProxy)
+			t.Logf("hdfs: through the proxy: %d NameNode connections, %d DataNode connections", nn, dn)
+			if nn == 0 || dn == 0 {
+				t.Errorf("hdfs traffic bypassed the proxy: %d NameNode and %d DataNode connections through it", nn, dn)
+			}
+		})
+		cfg["namenodes"] = []string{proxy.addr()}
+		cfg["use_datanode_hostname"] = true
+	}
+}
+
+// netfaultWorkload returns rounds and seed, or the values of
+// STRATA_NETFAULT_ROUNDS and STRATA_NETFAULT_SEED when set (for longer
+// runs by hand: see docs/reliability.md).
+func netfaultWorkload(t *testing.T, rounds int, seed uint64) (int, uint64) {
+	t.Helper()
+	if v := os.Getenv("STRATA_NETFAULT_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			t.Fatalf("STRATA_NETFAULT_ROUNDS=%q: want a positive number", v)
+		}
+		rounds = n
+	}
+	if v := os.Getenv("STRATA_NETFAULT_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("STRATA_NETFAULT_SEED=%q: want a number", v)
+		}
+		seed = n
+	}
+	return rounds, seed
+}
+
+// TestSoakNetworkFaults runs the fencing soak on the s3 driver (MinIO),
+// the azure driver (Azurite) and the hdfs driver (MiniDFSCluster: NameNode
+// and DataNode), each a private instance, with every owner's traffic
+// through a proxy that delays, resets and cuts the connections to the
+// backend; the verifier reads directly. Nothing acked may be lost,
+// duplicated or changed, and every error the faults cause must be
+// ErrUnavailable or ErrFenced.
 func TestSoakNetworkFaults(t *testing.T) {
-	cases := []struct {
-		driver, testbed, env, field string
-		open                        stream.Opener
-	}{
-		{"s3", "minio", "STRATA_S3_CONFIG", "endpoint", s3.Open},
-		{"azure", "azurite", "STRATA_AZURE_CONFIG", "account_url", azure.Open},
+	cases := []netfaultCase{
+		{driver: "s3", testbed: "minio", env: "STRATA_S3_CONFIG", open: s3.Open, route: urlRoute("endpoint")},
+		{driver: "azure", testbed: "azurite", env: "STRATA_AZURE_CONFIG", open: azure.Open, route: urlRoute("account_url")},
+		// Seed 22: reset, cut, nothing, delay, nothing: every kind, and
+		// rounds without a fault right after one, where an error is
+		// unexpected (the driver must be back with the network).
+		{driver: "hdfs", testbed: "hdfs", env: "STRATA_HDFS_CONFIG", open: hdfs.Open, route: hdfsRoute,
+			testbedEnv: []string{"STRATA_HDFS_DATANODE_HOSTNAME=127.0.0.2"}, rounds: 5, seed: 22},
 	}
 	for _, tc := range cases {
 		t.Run(tc.driver, func(t *testing.T) {
 			t.Parallel()
-			raw, err := os.ReadFile(privateTestbed(t, tc.testbed, tc.env))
+			env := privateTestbedEnv(t, tc.testbed, tc.env, tc.testbedEnv...)
+			raw, err := os.ReadFile(env[tc.env])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,24 +381,22 @@ func TestSoakNetworkFaults(t *testing.T) {
 			if err := yaml.Unmarshal(raw, &cfg); err != nil {
 				t.Fatal(err)
 			}
-			u, err := url.Parse(fmt.Sprint(cfg[tc.field]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := startProxy(t, u.Host)
-			cfg["timeouts"] = map[string]string{"connect": "1s", "request": "2s", "operation": "6s"}
-			cfg["retry"] = map[string]any{"max_attempts": 3}
+			proxy, viaProxyCfg := tc.route(t, env, cfg)
 			direct, err := yaml.Marshal(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			u.Host = proxy.addr()
-			cfg[tc.field] = u.String()
+			viaProxyCfg(t)
 			viaProxy, err := yaml.Marshal(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			const hosts = 2
+			rounds, seed := 4, uint64(5)
+			if tc.rounds != 0 {
+				rounds, seed = tc.rounds, tc.seed
+			}
+			rounds, seed = netfaultWorkload(t, rounds, seed)
 			rep, err := soak.Run(context.Background(), soak.Config{
 				NewStore: func(ctx context.Context, i int) (stream.Store, error) {
 					if i < hosts {
@@ -265,21 +404,26 @@ func TestSoakNetworkFaults(t *testing.T) {
 					}
 					return tc.open(ctx, direct) // the verifier
 				},
-				NetFault:  proxy.netFault,
+				NetFault: func(round int, rng *rand.Rand) (string, func()) {
+					what, end := proxy.netFault(round, rng)
+					t.Logf("%s: round %d: fault %q", tc.driver, round, what)
+					return what, end
+				},
+				Logf:      func(format string, args ...any) { t.Logf(tc.driver+": "+format, args...) },
 				Hosts:     hosts,
 				Streams:   2,
 				Owners:    3,
-				Rounds:    4,
+				Rounds:    rounds,
 				Appends:   6,
-				Seed:      5,
+				Seed:      seed,
 				OpTimeout: 2 * time.Minute,
 				Prefix:    fmt.Sprintf("netfault-%d", time.Now().UnixNano()),
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %d operations, %d network faults (%d errors surfaced), %d fenced, %d acked, %d verified, lost %d, duplicated %d, diverged %d",
-				tc.driver, rep.Operations, rep.Faults, rep.FaultErrs, rep.Fenced, rep.Acked, rep.Verified, rep.Lost, rep.Duplicated, rep.Diverged)
+			t.Logf("%s: %d rounds (seed %d), %d operations, %d network faults (%d errors surfaced), %d fenced, %d acked, %d verified, lost %d, duplicated %d, diverged %d, violations %d, unexpected %d",
+				tc.driver, rounds, seed, rep.Operations, rep.Faults, rep.FaultErrs, rep.Fenced, rep.Acked, rep.Verified, rep.Lost, rep.Duplicated, rep.Diverged, rep.Violations, rep.Unexpected)
 			if !rep.OK() {
 				t.Fatalf("soak under network faults: %+v", *rep)
 			}
