@@ -178,7 +178,8 @@ func readBack(b *testing.B, cfg Config, streams int, want int64) float64 {
 //	                          Storage.PutIfAbsent and of inflight=1
 //	raw PutObject writers=4S  as many writers as the engine keeps chunk
 //	                          puts in flight (S × 4): the reference of the
-//	                          pipelined rows
+//	                          pipelined rows (every other row is given as
+//	                          a share of both)
 //	Storage.PutIfAbsent       S goroutines looping conditional PUTs of
 //	                          fresh keys: the driver without the engine
 //	append linger=L inflight=I  the driver's Store: S streams, each fed
@@ -189,8 +190,9 @@ func readBack(b *testing.B, cfg Config, streams int, want int64) float64 {
 //	                          8 MiB per stream
 //
 // Each kind has a prefix and a Storage of its own. The table gives MB/s,
-// p50/p99 of single operations, the process's CPU µs per operation, MB/s
-// as a share of the raw row named above, and from the kind's request
+// p50/p99 of single operations, the test process's CPU µs per operation
+// (MinIO's own CPU is not in it), MB/s as a share of each raw row ("of
+// raw w=S", "of raw w=4S"), and from the kind's request
 // counts: PUT/chunk (PUTs during the appends per chunk object written),
 // LIST (LIST requests during the run: 0 is the target), req/GiB (requests
 // of every kind per GiB of payload) and GET/GiB read (GETs a fresh store
@@ -198,7 +200,7 @@ func readBack(b *testing.B, cfg Config, streams int, want int64) float64 {
 // STRATA_BENCH_ROUNDS and STRATA_BENCH_OUT as in drivertest.Compare.
 // Results: docs/benchmarks.md.
 func BenchmarkCompare(b *testing.B) {
-	table := drivertest.NewTable([]string{"raw"}, "PUT/chunk", "LIST", "req/GiB", "GET/GiB read")
+	table := drivertest.NewTable([]string{"raw w=S", "raw w=4S"}, "PUT/chunk", "LIST", "req/GiB", "GET/GiB read")
 	drivertest.Compare(b, table, []int{1 << 10, 64 << 10, 1 << 20}, []int{1, 16}, func(size, streams int) []*drivertest.Kind {
 		return compareKinds(b, size, streams)
 	})
@@ -215,33 +217,31 @@ func compareKinds(b *testing.B, size, streams int) []*drivertest.Kind {
 	deepWriters := streams * chunked.DefaultMaxInflightChunks
 	raw := putKind(b, fmt.Sprintf("raw PutObject writers=%d", streams), payload, streams, (*Storage).Put, nil)
 	rawDeep := putKind(b, fmt.Sprintf("raw PutObject writers=%d", deepWriters), payload, deepWriters, (*Storage).Put, nil)
+	refs := []*drivertest.Kind{raw, rawDeep}
 	kinds := []*drivertest.Kind{
 		raw,
 		rawDeep,
-		putKind(b, "Storage.PutIfAbsent", payload, streams, (*Storage).PutIfAbsent, raw),
+		putKind(b, "Storage.PutIfAbsent", payload, streams, (*Storage).PutIfAbsent, refs),
 	}
 	for _, inflight := range []int{1, depth} {
-		ref := raw
-		if inflight > 1 {
-			ref = rawDeep
-		}
 		for _, linger := range compareLingers {
-			kinds = append(kinds, appendKind(b, payload, streams, linger, inflight, ref))
+			kinds = append(kinds, appendKind(b, payload, streams, linger, inflight, refs))
 		}
 	}
 	return kinds
 }
 
 // putKind is a kind of writers goroutines, each looping put of fresh keys
-// on a Storage of its own; of, if not nil, is the row it is a share of.
-func putKind(b *testing.B, name string, payload []byte, writers int, put func(*Storage, context.Context, string, []byte) error, of *drivertest.Kind) *drivertest.Kind {
+// on a Storage of its own; of are the rows it is a share of.
+func putKind(b *testing.B, name string, payload []byte, writers int, put func(*Storage, context.Context, string, []byte) error, of []*drivertest.Kind) *drivertest.Kind {
 	st, err := NewStorage(b.Context(), minioConfig(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	before := st.RequestStats()
-	k := &drivertest.Kind{
+	return &drivertest.Kind{
 		Name: name,
+		Of:   of,
 		Run: drivertest.LoopRunner(b, len(payload), writers, func(w, seq int) error {
 			return put(st, b.Context(), fmt.Sprintf("w%d/%020d", w, seq), payload)
 		}),
@@ -251,16 +251,12 @@ func putKind(b *testing.B, name string, payload []byte, writers int, put func(*S
 		},
 		Close: func() { st.Close() },
 	}
-	if of != nil {
-		k.Of = []*drivertest.Kind{of}
-	}
-	return k
 }
 
 // appendKind is a kind of appends through a Store of its own (engine
 // linger linger, defaults otherwise) on streams streams, each keeping up
-// to inflight appends outstanding; its row is a share of raw.
-func appendKind(b *testing.B, payload []byte, streams int, linger time.Duration, inflight int, raw *drivertest.Kind) *drivertest.Kind {
+// to inflight appends outstanding; its row is a share of the rows of.
+func appendKind(b *testing.B, payload []byte, streams int, linger time.Duration, inflight int, of []*drivertest.Kind) *drivertest.Kind {
 	cfg := minioConfig(b)
 	cfg.Engine.Linger = linger
 	st, err := NewStorage(b.Context(), cfg)
@@ -282,7 +278,7 @@ func appendKind(b *testing.B, payload []byte, streams int, linger time.Duration,
 	return &drivertest.Kind{
 		Name: fmt.Sprintf("append linger=%v inflight=%d", linger, inflight),
 		Run:  drivertest.AppendRunner(b, ss, payload, inflight),
-		Of:   []*drivertest.Kind{raw},
+		Of:   of,
 		Extra: func(k *drivertest.Kind) []string {
 			d := st.RequestStats().Sub(before)
 			putsPerChunk := "-"

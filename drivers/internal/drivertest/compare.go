@@ -138,8 +138,8 @@ func NewTable(of []string, extra ...string) *Table {
 // streams.
 func (t *Table) Add(size, streams int, kinds []*Kind) {
 	for _, k := range kinds {
-		fmt.Fprintf(&t.b, "| %s | %d | %s | %.1f | %.2f | %.2f | %.0f |",
-			SizeName(size), streams, k.Name, k.MBps(), k.QuantileMs(0.5), k.QuantileMs(0.99), k.CPUPerOp())
+		fmt.Fprintf(&t.b, "| %s | %d | %s | %s | %.2f | %.2f | %.0f |",
+			SizeName(size), streams, k.Name, mbps(k.MBps()), k.QuantileMs(0.5), k.QuantileMs(0.99), k.CPUPerOp())
 		for i := range t.of {
 			cell := ""
 			if i < len(k.Of) && k.Of[i] != nil {
@@ -160,6 +160,15 @@ func (t *Table) Add(size, streams int, kinds []*Kind) {
 		}
 		t.b.WriteByte('\n')
 	}
+}
+
+// mbps renders a throughput in MB/s: one decimal, three below 1 MB/s
+// (small payloads on a request-bound backend).
+func mbps(v float64) string {
+	if v < 1 {
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
 // String is the table so far.

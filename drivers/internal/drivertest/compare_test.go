@@ -36,13 +36,15 @@ func TestTable(t *testing.T) {
 	app := &Kind{Name: "append", bytes: 3e6, elapsed: time.Second, Of: []*Kind{raw},
 		Extra: func(k *Kind) []string { return []string{"x"} }}
 	tb := NewTable([]string{"raw", "other"}, "extra")
-	tb.Add(64<<10, 16, []*Kind{raw, app})
+	slow := &Kind{Name: "slow", bytes: 12345, elapsed: time.Second}
+	tb.Add(64<<10, 16, []*Kind{raw, app, slow})
 	lines := strings.Split(strings.TrimSpace(tb.String()), "\n")
 	want := []string{
 		"| size | streams | kind | MB/s | p50 ms | p99 ms | CPU µs/op | of raw | of other | extra |",
 		"|---|---|---|---|---|---|---|---|---|---|",
 		"| 64 KiB | 16 | raw | 4.0 | 0.00 | 0.00 | 0 |  |  |  |",
 		"| 64 KiB | 16 | append | 3.0 | 0.00 | 0.00 | 0 | 75% |  | x |",
+		"| 64 KiB | 16 | slow | 0.012 | 0.00 | 0.00 | 0 |  |  |  |",
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("table:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
