@@ -98,3 +98,30 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkEncodeBatchBody isolates what Append does with a 1 MiB payload:
+// copy it into the chunk buffer and checksum it (checksum=engine), or only
+// copy it and combine the supplied checksum (checksum=supplied).
+//
+//	go test ./stream/chunked -run XXX -bench EncodeBatchBody -count 5
+func BenchmarkEncodeBatchBody(b *testing.B) {
+	payload := make([]byte, 1<<20)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	for _, supplied := range []bool{false, true} {
+		name := "checksum=engine"
+		bt := stream.Batch{Count: 1, Payload: payload}
+		if supplied {
+			name = "checksum=supplied"
+			bt.PayloadChecksum, bt.PayloadChecksumSet = stream.Checksum(payload), true
+		}
+		b.Run(name, func(b *testing.B) {
+			e := make([]byte, batchEncodedLen(bt))
+			b.SetBytes(int64(len(payload)))
+			for b.Loop() {
+				encodeBatchBody(e, bt)
+			}
+		})
+	}
+}
