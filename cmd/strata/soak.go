@@ -26,8 +26,10 @@ epochs while each pipelines appends, for --rounds rounds, then reads every
 stream back through two stores that took no part and checks every ack:
 nothing acked is lost, duplicated or changed, and no fenced session acks past
 a newer owner's open. Prints operations, faults injected, acked records,
-verified, lost, duplicated, diverged. Exit 0 when all hold, 1 when not (with
-the --seed that replays the workload), 2 on bad input.
+verified, lost, duplicated, diverged. Then checks for leaks: goroutines back
+to their count before the run and no driver process left, within
+--leak-wait. Exit 0 when all hold, 1 when not (with the --seed that replays
+the workload), 2 on bad input. --duration bounds a long run by time.
 
 The driver runs in-process (built-ins only) unless --out-of-process, where
 every store is its own driver process; --kill-driver SIGKILLs one of them in
