@@ -218,16 +218,10 @@ func (p *faultProxy) netFault(round int, rng *rand.Rand) (string, func()) {
 	return "", end
 }
 
-// privateTestbed starts a backend instance of this test's own (so that no
-// other test's testbed/ctl stop lands in the soak), stops it at the end,
-// and returns the driver config file named by the env variable want.
-func privateTestbed(t *testing.T, name, want string) string {
-	t.Helper()
-	return privateTestbedEnv(t, name, want)[want]
-}
-
-// privateTestbedEnv is privateTestbed returning every variable testbed/up
-// printed (want among them); extraEnv (KEY=VALUE) is added to the
+// privateTestbedEnv starts a backend instance of this test's own (so that
+// no other test's testbed/ctl stop lands in the soak), stops it at the end,
+// and returns every variable testbed/up printed (want, the driver config
+// file's variable, among them); extraEnv (KEY=VALUE) is added to the
 // environment of testbed/up.
 func privateTestbedEnv(t *testing.T, name, want string, extraEnv ...string) map[string]string {
 	t.Helper()

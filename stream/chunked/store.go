@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -31,6 +32,7 @@ type Store struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[*writer]bool
+	sweeps   map[*time.Timer]layout // pending sweeps of deleted incarnations
 }
 
 var _ stream.Store = (*Store)(nil)
@@ -45,7 +47,7 @@ func NewStore(st Storage, opts Options) (stream.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{st: st, opts: o, cache: newChunkCache(o.CacheBytes), sessions: map[*writer]bool{}}
+	s := &Store{st: st, opts: o, cache: newChunkCache(o.CacheBytes), sessions: map[*writer]bool{}, sweeps: map[*time.Timer]layout{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	sum := sha256.Sum256([]byte(o.NewID()))
 	copy(s.idPrefix[:], sum[:])
@@ -277,7 +279,50 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	// ErrAlreadyExists: a concurrent Delete linked the tombstone (a Create
 	// cannot link after a live generation).
 	s.removeObjects(ctx, l, true)
+	s.sweepLater(l)
 	return nil
+}
+
+// sweepLater removes a deleted incarnation's objects (but its manifests)
+// once more after 2 × OpTimeout: a stale writer's chunk put already in
+// flight when the delete fence landed may still land after the first
+// removal pass (it is never read: the incarnation is fenced) and would
+// otherwise stay on the backend for good. Each put is bounded by
+// OpTimeout, so twice that covers them. A timer, not a goroutine, waits;
+// if the Store closes first, Close runs the pass.
+func (s *Store) sweepLater(l layout) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return // a Delete racing Close: its own removal pass has run
+	}
+	var t *time.Timer
+	// The callback takes mu first, so it sees t in s.sweeps.
+	t = time.AfterFunc(2*s.opts.OpTimeout, func() {
+		s.mu.Lock()
+		_, mine := s.sweeps[t]
+		delete(s.sweeps, t)
+		if mine {
+			s.gcs.Add(1)
+		}
+		s.mu.Unlock()
+		if !mine {
+			return // Close took it
+		}
+		defer s.gcs.Done()
+		s.removeObjects(s.ctx, l, true)
+	})
+	s.sweeps[t] = l
+}
+
+// runPendingSweeps runs, at Close, the sweeps whose timers have not taken
+// them (the Storage is still open).
+func (s *Store) runPendingSweeps(pending []layout) {
+	for _, l := range pending {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.OpTimeout)
+		s.removeObjects(ctx, l, true)
+		cancel()
+	}
 }
 
 // removeObjects deletes an incarnation's objects; keepManifests leaves its
@@ -390,12 +435,19 @@ func (s *Store) Close() error {
 	for w := range s.sessions {
 		ws = append(ws, w)
 	}
+	var sweeps []layout
+	for t, l := range s.sweeps {
+		t.Stop()
+		sweeps = append(sweeps, l)
+	}
+	clear(s.sweeps)
 	s.mu.Unlock()
 	s.cancel()
 	for _, w := range ws {
 		<-w.done
 	}
 	s.gcs.Wait()
+	s.runPendingSweeps(sweeps)
 	return s.st.Close()
 }
 
