@@ -4,11 +4,10 @@ import (
 	"testing"
 
 	"github.com/stratastream/strata/stream"
-	"github.com/stratastream/strata/stream/chunked"
 )
 
 // TestOpenStats: the Store Open returns reports the driver's request
-// counts (chunked.StatsReporter), and an append costs its chunk PUT with
+// counts (stream.StatsReporter), and an append costs its chunk PUT with
 // no LIST.
 func TestOpenStats(t *testing.T) {
 	ctx := t.Context()
@@ -20,11 +19,19 @@ func TestOpenStats(t *testing.T) {
 	if info := store.Info(); info.Driver != DriverName || info.Version != Version || !info.Durable || !info.SharedNamespace {
 		t.Errorf("Info %+v: want driver %q %s, durable, shared namespace", info, DriverName, Version)
 	}
-	sr, ok := store.(chunked.StatsReporter)
+	sr, ok := store.(stream.StatsReporter)
 	if !ok {
 		t.Fatalf("%T does not report request stats", store)
 	}
-	if got := sr.RequestStats(); got.Gets != 1 || got.Puts != 0 {
+	stats := func() stream.RequestStats {
+		t.Helper()
+		v, err := sr.BackendStats(ctx)
+		if err != nil {
+			t.Fatalf("BackendStats: %v", err)
+		}
+		return v
+	}
+	if got := stats(); got.Gets != 1 || got.Puts != 0 {
 		t.Errorf("after Open: %+v, want the one probe GET", got)
 	}
 	s, err := store.Open(ctx, "stats/s", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
@@ -32,11 +39,11 @@ func TestOpenStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	before := sr.RequestStats()
+	before := stats()
 	if _, err := stream.Append(ctx, s, stream.Batch{Count: 1, Payload: make([]byte, 5000)}); err != nil {
 		t.Fatal(err)
 	}
-	d := sr.RequestStats().Sub(before)
+	d := stats().Sub(before)
 	if d.Puts != 1 || d.Lists != 0 || d.BytesWritten < 5000 {
 		t.Errorf("one append made %+v; want 1 PUT of at least 5000 bytes and no LIST", d)
 	}
