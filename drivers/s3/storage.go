@@ -27,11 +27,11 @@ import (
 // S3-compatible service. It also reports its requests
 // (chunked.StatsReporter). Methods are safe for concurrent use.
 type Storage struct {
-	cfg       Config // with defaults applied
-	client    *s3.Client
-	transport atomic.Pointer[http.Transport] // set when the SDK builds it
-	stats     counters
-	closed    atomic.Bool
+	cfg    Config // with defaults applied
+	client *s3.Client
+	conns  connSet // every connection its HTTP client dialed
+	stats  counters
+	closed atomic.Bool
 }
 
 var (
@@ -59,7 +59,7 @@ func NewStorage(ctx context.Context, cfg Config) (*Storage, error) {
 			t.MaxIdleConns = 256
 			t.MaxIdleConnsPerHost = 128
 			t.TLSHandshakeTimeout = cfg.Timeouts.Connect
-			s.transport.Store(t)
+			t.DialContext = s.conns.dialer(t.DialContext)
 		})
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithHTTPClient(hc),
@@ -369,9 +369,7 @@ func (s *Storage) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	if t := s.transport.Load(); t != nil {
-		t.CloseIdleConnections()
-	}
+	s.conns.closeAll()
 	return nil
 }
 
