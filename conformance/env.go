@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	mrand "math/rand/v2"
-	"sync"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -28,9 +27,6 @@ type env struct {
 
 	// restart starts the backend again after stopBackend (fault family).
 	restart func()
-
-	mu      sync.Mutex
-	crashed map[stream.Store]bool
 }
 
 // runCase sets up the env of c and runs it on t.
@@ -38,10 +34,9 @@ func runCase(t T, h Harness, c Case, seed int64, run string) {
 	t.Helper()
 	e := &env{
 		t: t, h: h, c: c, seed: seed,
-		rng:     mrand.New(mrand.NewPCG(uint64(seed), nameHash(c.FullName()))),
-		prefix:  "conformance/" + run + "/" + c.FullName(),
-		ctx:     t.Context(),
-		crashed: map[stream.Store]bool{},
+		rng:    mrand.New(mrand.NewPCG(uint64(seed), nameHash(c.FullName()))),
+		prefix: "conformance/" + run + "/" + c.FullName(),
+		ctx:    t.Context(),
 	}
 	if c.Randomised {
 		t.Cleanup(func() {
@@ -69,7 +64,7 @@ func nameHash(s string) uint64 {
 // --- stores and sessions ---------------------------------------------------
 
 // store opens a store for the case (Harness.NewStore) and closes it when the
-// case ends unless it was crashed.
+// case ends.
 func (e *env) store() stream.Store {
 	e.t.Helper()
 	s := e.h.NewStore(e.t)
@@ -81,15 +76,12 @@ func (e *env) store() stream.Store {
 	return s
 }
 
+// A crashed store is closed too, once the case is over: in-process its
+// abandoned sessions and clients would otherwise run on (a real crash ends
+// them with its process); out of process its driver is dead and Close only
+// releases the host's side.
 func (e *env) closeLater(s stream.Store) {
-	e.t.Cleanup(func() {
-		e.mu.Lock()
-		crashed := e.crashed[s]
-		e.mu.Unlock()
-		if !crashed {
-			_ = s.Close()
-		}
-	})
+	e.t.Cleanup(func() { _ = s.Close() })
 }
 
 // needSecond skips the case when the harness has no Second hook.
@@ -128,9 +120,6 @@ func (e *env) needCrash(s stream.Store) {
 func (e *env) crash(s stream.Store) stream.Store {
 	e.t.Helper()
 	e.needCrash(s)
-	e.mu.Lock()
-	e.crashed[s] = true
-	e.mu.Unlock()
 	s2 := e.h.Crash(e.t, s)
 	if s2 == nil {
 		e.t.Fatalf("Harness.Crash returned nil")

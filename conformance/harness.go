@@ -46,7 +46,7 @@ type T interface {
 // runs is fine, though a fresh one per case is best.
 type Harness struct {
 	// NewStore opens a Store on the driver's namespace for one case. The
-	// suite closes it when the case ends, unless the case crashed it.
+	// suite closes it when the case ends (a crashed one too).
 	// Required.
 	NewStore func(t T) stream.Store
 
@@ -59,8 +59,10 @@ type Harness struct {
 
 	// Crash drops s without Close (in-process), or SIGKILLs the plugin
 	// process s lives in, and returns a new Store on the same namespace.
-	// Streams opened on s are abandoned, not closed; s is never closed by
-	// the suite afterwards. Nil skips the durability cases.
+	// Streams opened on s are abandoned, not closed; the suite closes s
+	// only when the case is over (releasing what a real crash would have
+	// ended with its process), never while it checks recovery. Nil skips
+	// the durability cases.
 	Crash func(t T, s stream.Store) stream.Store
 
 	// CrashKillsProcess says that Crash kills the OS process holding the

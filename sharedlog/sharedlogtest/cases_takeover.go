@@ -182,7 +182,7 @@ func takeoverCases() []Case {
 				for i := range 20 {
 					acked = append(acked, e.appendOK(a, idem(51, 0, int32(i), 1, baseTime+int64(i))))
 				}
-				s2 := e.crash(s, a)
+				s2 := e.crash(s)
 				b := e.open(s2, p, e.opts(1))
 				if b.HighWatermark() != 20 {
 					e.t.Fatalf("high watermark %d after crash recovery, want 20", b.HighWatermark())

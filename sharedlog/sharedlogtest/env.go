@@ -30,8 +30,7 @@ type env struct {
 	nowMs   atomic.Int64
 }
 
-// store opens a store (Harness.NewStore), closed when the case ends unless
-// crashed.
+// store opens a store (Harness.NewStore), closed when the case ends.
 func (e *env) store() stream.Store {
 	e.t.Helper()
 	s := e.h.NewStore(e.t)
@@ -42,15 +41,10 @@ func (e *env) store() stream.Store {
 	return s
 }
 
+// A crashed store is closed too, once the case is over: its abandoned
+// sessions would otherwise run on (a real crash ends them with its process).
 func (e *env) closeLater(s stream.Store) {
-	e.t.Cleanup(func() {
-		e.mu.Lock()
-		crashed := e.crashed[s]
-		e.mu.Unlock()
-		if !crashed {
-			_ = s.Close()
-		}
-	})
+	e.t.Cleanup(func() { _ = s.Close() })
 }
 
 // second opens an independent store on s's namespace, or skips.
@@ -69,7 +63,7 @@ func (e *env) second(s stream.Store) stream.Store {
 
 // crash drops s (Harness.Crash) and returns the new store, or skips when the
 // harness cannot crash s without losing acked data by design.
-func (e *env) crash(s stream.Store, logs ...*sharedlog.Log) stream.Store {
+func (e *env) crash(s stream.Store) stream.Store {
 	e.t.Helper()
 	if e.h.Crash == nil {
 		e.t.Skipf("Harness.Crash is nil: the harness declares no crash hook")
@@ -79,9 +73,6 @@ func (e *env) crash(s stream.Store, logs ...*sharedlog.Log) stream.Store {
 	}
 	e.mu.Lock()
 	e.crashed[s] = true
-	for _, l := range logs {
-		e.crashed[l] = true
-	}
 	e.mu.Unlock()
 	s2 := e.h.Crash(e.t, s)
 	if s2 == nil {
@@ -126,14 +117,8 @@ func (e *env) open(s stream.Store, partition string, o sharedlog.Options) *share
 	if err != nil {
 		e.t.Fatalf("open partition %q at epoch %d: %v", partition, o.Epoch, err)
 	}
-	e.t.Cleanup(func() {
-		e.mu.Lock()
-		crashed := e.crashed[l]
-		e.mu.Unlock()
-		if !crashed {
-			_ = l.Close()
-		}
-	})
+	// Closed even if crashed, once the case is over (see closeLater).
+	e.t.Cleanup(func() { _ = l.Close() })
 	return l
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/stratastream/strata/stream"
 )
 
@@ -40,6 +42,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	CleanupClients()
 	os.RemoveAll(dir)
+	// No goroutine may outlive the tests (TestMain is taken, so this is
+	// goleak.VerifyTestMain by hand).
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
