@@ -130,6 +130,9 @@ func TestUnclosedFileNeverVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead.close() // dies: no Close of the file, lease no longer renewed
+	// Once the test is over, end the dead writer's block stream goroutines
+	// (a real crash ends them with its process); the Close itself fails.
+	defer func() { _ = w.Close() }()
 
 	keys, err := st.List(ctx, "", "", 0)
 	if err != nil || len(keys) != 0 {

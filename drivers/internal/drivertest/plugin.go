@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/stratastream/strata/internal/testbed"
 	"github.com/stratastream/strata/stream/plugin"
 )
@@ -32,6 +34,13 @@ func Main(m *testing.M) {
 		os.RemoveAll(dir)
 	}
 	built.Unlock()
+	// No goroutine may outlive the tests (goleak.VerifyTestMain by hand).
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
