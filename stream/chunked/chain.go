@@ -38,6 +38,10 @@ type chain struct {
 	Start   int64
 	Entries []indexEntry
 	Tail    tail
+	// IdxEnd is the IdxEnd of the manifest the chain was built from: the
+	// slots from there to Tail.Seq are what the next walk from that
+	// manifest reads again.
+	IdxEnd uint64
 }
 
 // fromManifest is the chain as manifest m (version v) states it; a walk
@@ -48,6 +52,7 @@ func (s *Store) fromManifest(v uint64, m *manifest) chain {
 		Start:   m.Start,
 		Entries: append([]indexEntry(nil), m.Index...),
 		Tail:    tail{Seq: m.IdxEnd, Next: m.IdxNext, Max: m.IdxSess},
+		IdxEnd:  m.IdxEnd,
 	}
 	if s.opts.broken.seedWithOwner && m.Kind != manCreate {
 		c.Tail.Max = m.Owner

@@ -70,3 +70,39 @@ func TestDeleteSweepsLateChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenWalksStayShort: a stream that only ever sees short sessions
+// (open, one append, close; no trim) must not make every open read its
+// whole history: an open that walked far past its manifest's index
+// checkpoints, so the next one starts near the end.
+func TestOpenWalksStayShort(t *testing.T) {
+	ctx := context.Background()
+	mem := NewMemStorage()
+	// No cache: count the reads an open on another host would make.
+	s := newTestStore(t, mem, Options{Driver: "walk-test", CacheBytes: -1})
+	const sessions = 300
+	var lastGets int64
+	for i := range sessions {
+		before := mem.RequestStats().Gets
+		w := mustOpen(t, s, "short", uint64(i+1))
+		lastGets = mem.RequestStats().Gets - before
+		if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: payload(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each session leaves two slots (its fence chunk and its data chunk);
+	// without checkpoints the last open would read all 600 (606 reads
+	// measured), with them at most about openCheckpointSlots (29).
+	if lastGets > 150 {
+		t.Fatalf("open %d read %d objects: opens walk the whole history", sessions, lastGets)
+	}
+	t.Logf("the last open read %d objects", lastGets)
+	r := mustOpen(t, s, "short", sessions+1)
+	if got := len(fetchAll(t, r, 0)); got != sessions {
+		t.Fatalf("read %d batches back, appended %d", got, sessions)
+	}
+	_ = r.Close()
+}

@@ -146,6 +146,11 @@ type probeResult struct {
 	err      error
 }
 
+// openCheckpointSlots: an open that walked this many slots past its
+// manifest's index checkpoints at once (or Options.CheckpointChunks, when
+// smaller).
+const openCheckpointSlots = 64
+
 func newWriter(s *Store, l layout, self sessionKey, c chain) *writer {
 	w := &writer{
 		s: s, l: l, self: self,
@@ -157,6 +162,16 @@ func newWriter(s *Store, l layout, self sessionKey, c chain) *writer {
 		ch:       c,
 		nextSlot: c.Tail.Seq,
 		nextBase: c.Tail.Next,
+	}
+	// The slots this open walked past its manifest's index are walked again
+	// by every later open until a manifest moves the index: they count
+	// towards the next checkpoint, and a long walk (a stream whose sessions
+	// are short and never trim) checkpoints at the first pump, so that
+	// opens do not read ever more of the history.
+	walked := int(c.Tail.Seq - c.IdxEnd)
+	w.sinceManifest = walked
+	if n := s.opts.CheckpointChunks; n > 0 && walked >= min(n, openCheckpointSlots) {
+		w.sinceManifest = n
 	}
 	w.publish()
 	go w.run()
