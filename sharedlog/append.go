@@ -53,16 +53,19 @@ type AppendFuture struct {
 
 func newAppendFuture() *AppendFuture { return &AppendFuture{done: make(chan struct{})} }
 
+// closedDone is the Done channel of futures completed when created.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func completedAppend(r AppendResult, err error) *AppendFuture {
+	return &AppendFuture{done: closedDone, res: r, err: err}
+}
+
 func (f *AppendFuture) complete(r AppendResult, err error) {
 	f.res, f.err = r, err
 	close(f.done)
 }
 
-func failedAppend(err error) *AppendFuture {
-	f := newAppendFuture()
-	f.complete(AppendResult{}, err)
-	return f
-}
+func failedAppend(err error) *AppendFuture { return completedAppend(AppendResult{}, err) }
 
 // Done is closed when the append has completed.
 func (f *AppendFuture) Done() <-chan struct{} { return f.done }
@@ -164,7 +167,19 @@ func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions)
 		default:
 		}
 	}
-	p := &pending{fut: fut, base: base, last: base + count - 1, ts: appendTime, f: newAppendFuture()}
+	last := base + count - 1
+	if l.queued == 0 && fut.Completed() {
+		// The stream acknowledged at once (a synchronous driver) and no
+		// earlier append awaits its ack: settle here, without handing the
+		// append to the collector goroutine and waking it.
+		r, err := fut.Result()
+		res, err := l.settle(base, last, appendTime, r, err)
+		l.mu.Unlock()
+		<-l.tokens
+		return completedAppend(res, err)
+	}
+	p := &pending{fut: fut, base: base, last: last, ts: appendTime, f: newAppendFuture()}
+	l.queued++
 	l.queue <- p // never blocks: the token reserved a slot
 	l.mu.Unlock()
 	return p.f
@@ -198,39 +213,57 @@ func (l *Log) duplicate(d batchMeta, logStart int64) *AppendFuture {
 	return f
 }
 
-// collect completes appends in order as the stream acknowledges them,
-// checking each got the offset it was stamped with.
+// collect completes appends in order as the stream acknowledges them.
 func (l *Log) collect() {
 	defer close(l.ackEnd)
 	for p := range l.queue {
 		r, err := p.fut.Result()
-		if err == nil && r.BaseOffset != p.base {
-			err = fmt.Errorf("%w: stream %q acknowledged the batch stamped with offset %d at offset %d (another writer?)", stream.ErrCorrupt, l.data.Name(), p.base, r.BaseOffset)
-		}
 		l.mu.Lock()
-		if err != nil {
-			err = wrapErr(l.name, "append", err)
-			if l.broken == nil {
-				l.broken = err
-				level := slog.LevelError
-				if errors.Is(err, stream.ErrFenced) {
-					level = slog.LevelInfo
-				}
-				l.opts.Logger.Log(l.ctx, level, "sharedlog: append failed; the log takes no more appends until reopened", "partition", l.name, "offset", p.base, "err", err)
-			}
-		} else if r.NextOffset > l.hw {
-			l.hw = r.NextOffset
-			close(l.hwCh)
-			l.hwCh = make(chan struct{})
-		}
-		start := l.start
+		res, err := l.settle(p.base, p.last, p.ts, r, err)
+		l.queued--
+		// Completed under mu, so that an append settled inline later
+		// (AppendAsync) never completes before this one.
+		p.f.complete(res, err)
 		l.mu.Unlock()
-		if err != nil {
-			p.f.complete(AppendResult{}, err)
-		} else {
-			p.f.complete(AppendResult{BaseOffset: p.base, LastOffset: p.last, LogAppendTime: p.ts, LogStartOffset: start}, nil)
-		}
 		<-l.tokens
+	}
+}
+
+// settle applies the stream's outcome r, err of the append stamped with
+// offsets [base, last] and returns what its future reports, checking that
+// the stream put it at the offset it was stamped with; a failure breaks
+// the log. The caller holds mu and settles appends in order.
+func (l *Log) settle(base, last, appendTime int64, r stream.AppendResult, err error) (AppendResult, error) {
+	if err == nil && r.BaseOffset != base {
+		err = fmt.Errorf("%w: stream %q acknowledged the batch stamped with offset %d at offset %d (another writer?)", stream.ErrCorrupt, l.data.Name(), base, r.BaseOffset)
+	}
+	if err != nil {
+		err = wrapErr(l.name, "append", err)
+		if l.broken == nil {
+			l.broken = err
+			level := slog.LevelError
+			if errors.Is(err, stream.ErrFenced) {
+				level = slog.LevelInfo
+			}
+			l.opts.Logger.Log(l.ctx, level, "sharedlog: append failed; the log takes no more appends until reopened", "partition", l.name, "offset", base, "err", err)
+			l.wakeHW() // waitDurable returns the failure
+		}
+		return AppendResult{}, err
+	}
+	if r.NextOffset > l.hw {
+		l.hw = r.NextOffset
+		l.wakeHW()
+	}
+	return AppendResult{BaseOffset: base, LastOffset: last, LogAppendTime: appendTime, LogStartOffset: l.start}, nil
+}
+
+// wakeHW wakes the callers waiting in waitDurable; the caller holds mu.
+// The channel exists only while someone waits, so an append that nobody
+// waits on allocates none.
+func (l *Log) wakeHW() {
+	if l.hwCh != nil {
+		close(l.hwCh)
+		l.hwCh = nil
 	}
 }
 
@@ -239,6 +272,9 @@ func (l *Log) collect() {
 func (l *Log) waitDurable(ctx context.Context, offset int64, untilClosed bool) error {
 	for {
 		l.mu.Lock()
+		if l.hwCh == nil {
+			l.hwCh = make(chan struct{})
+		}
 		hw, ch, broken, closed := l.hw, l.hwCh, l.broken, l.closed
 		l.mu.Unlock()
 		switch {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -116,5 +117,34 @@ func TestAckAtUnexpectedOffsetFailsTheLog(t *testing.T) {
 	skew.Store(false)
 	if _, err := l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{}); err == nil {
 		t.Fatal("the log took an append after an offset mismatch")
+	}
+}
+
+// TestWaitHighWatermarkReturnsTheFailure: a Fetch waiting for data
+// (WaitHighWatermark) learns of a failed append at once instead of waiting
+// out its deadline.
+func TestWaitHighWatermarkReturnsTheFailure(t *testing.T) {
+	ctx := context.Background()
+	var fail, skew atomic.Bool
+	store := faultyStore{memory.New(memory.Config{Namespace: fmt.Sprintf("failure-%d", nsSeq.Add(1))}), &fail, &skew}
+	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	go func() { waited <- l.WaitHighWatermark(wctx, l.HighWatermark()+1) }()
+	time.Sleep(200 * time.Millisecond) // let it block first (if it has not, it sees the failure at once)
+	fail.Store(true)
+	if _, err := l.Append(ctx, idemBatch(2), sharedlog.AppendOptions{}); err == nil {
+		t.Fatal("append succeeded during a backend fault")
+	}
+	if err := <-waited; !errors.Is(err, stream.ErrUnavailable) {
+		t.Fatalf("WaitHighWatermark after a failed append: %v, want the failure (ErrUnavailable)", err)
 	}
 }

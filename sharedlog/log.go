@@ -59,11 +59,12 @@ type Log struct {
 
 	recovery RecoveryStats
 
-	ckptMu sync.Mutex // serialises checkpoints and trims
-	mu     sync.Mutex // guards the fields below
-	next   int64      // end of submitted appends (the log end offset)
-	hw     int64      // end of acknowledged appends
-	hwCh   chan struct{}
+	ckptMu sync.Mutex    // serialises checkpoints and trims
+	mu     sync.Mutex    // guards the fields below
+	next   int64         // end of submitted appends (the log end offset)
+	hw     int64         // end of acknowledged appends
+	hwCh   chan struct{} // closed when hw moves; nil while nobody waits
+	queued int           // appends handed to collect and not yet settled
 	start  int64
 	prod   *producers
 	index  *offsetIndex
@@ -108,7 +109,6 @@ func Open(ctx context.Context, store stream.Store, partition string, opts Option
 		kick:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		bgEnd:  make(chan struct{}),
-		hwCh:   make(chan struct{}),
 	}
 	if err := l.recover(ctx); err != nil {
 		abort()
@@ -306,8 +306,7 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	<-l.ackEnd
 	l.mu.Lock()
-	close(l.hwCh) // wake WaitHighWatermark callers: the log is closed
-	l.hwCh = make(chan struct{})
+	l.wakeHW() // wake WaitHighWatermark callers: the log is closed
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.bgEnd

@@ -2,6 +2,7 @@ package sharedlog_test
 
 import (
 	"context"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"testing"
@@ -91,8 +92,9 @@ func reportInterleaved(b *testing.B, rawRound, logRound func(), bytes, records f
 	var rawWall, logWall time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		rw, rc := measure(rawRound)
-		lw, lc := measure(logRound)
+		var rw, rc, lw, lc time.Duration
+		pprof.Do(context.Background(), pprof.Labels("round", "raw"), func(context.Context) { rw, rc = measure(rawRound) })
+		pprof.Do(context.Background(), pprof.Labels("round", "sharedlog"), func(context.Context) { lw, lc = measure(logRound) })
 		rawWall += rw
 		logWall += lw
 		wallRatios = append(wallRatios, float64(rw)/float64(lw))

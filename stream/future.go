@@ -46,6 +46,16 @@ func (f *AppendFuture) complete(r AppendResult, err error) {
 // Done is closed when the append has completed.
 func (f *AppendFuture) Done() <-chan struct{} { return f.done }
 
+// Completed reports, without blocking, whether the append has completed.
+func (f *AppendFuture) Completed() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Wait blocks until the append completes or ctx is done. A ctx that ends
 // first returns ctx.Err() and leaves the append running.
 func (f *AppendFuture) Wait(ctx context.Context) (AppendResult, error) {

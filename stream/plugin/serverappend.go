@@ -69,7 +69,7 @@ func (a *ackQueue) flush() error {
 	for a.err == nil {
 		a.mu.Lock()
 		n := 0
-		for n < len(a.q) && n < maxAcksPerMessage && isDone(a.q[n]) {
+		for n < len(a.q) && n < maxAcksPerMessage && a.q[n].Completed() {
 			n++
 		}
 		done := append([]*stream.AppendFuture(nil), a.q[:n]...)
@@ -112,15 +112,6 @@ func (a *ackQueue) wait(ctx context.Context) {
 				return
 			}
 		}
-	}
-}
-
-func isDone(f *stream.AppendFuture) bool {
-	select {
-	case <-f.Done():
-		return true
-	default:
-		return false
 	}
 }
 
