@@ -21,23 +21,49 @@ func UpdateChecksum(crc uint32, p []byte) uint32 { return crc32.Update(crc, cast
 // offset, a header) be joined with one computed earlier over the payload,
 // so the payload is read once. lenB < 0 is treated as 0.
 func CombineChecksum(crcA, crcB uint32, lenB int) uint32 {
-	shift := uint32(1) << 31 // x^0
-	for k := 3; lenB > 0; lenB, k = lenB>>1, k+1 {
-		if lenB&1 != 0 {
-			shift = crcMulMod(crcX2n[k&31], shift)
+	if lenB <= 0 {
+		return crcA ^ crcB
+	}
+	var shift uint32
+	if uint64(lenB) < 1<<32 {
+		// x^(8 lenB) from one table entry per byte of lenB.
+		shift = crcShift[0][lenB&0xff]
+		for j := 1; j < 4 && lenB>>(8*j) != 0; j++ {
+			shift = crcMulMod(crcShift[j][lenB>>(8*j)&0xff], shift)
+		}
+	} else {
+		shift = uint32(1) << 31 // x^0
+		for k := 3; lenB > 0; lenB, k = lenB>>1, k+1 {
+			if lenB&1 != 0 {
+				shift = crcMulMod(crcX2n[k], shift)
+			}
 		}
 	}
 	return crcMulMod(shift, crcA) ^ crcB
 }
 
+// crcShift[j][i] is x^(8 i 256^j) modulo the polynomial: shifting a CRC
+// over n < 2^32 bytes takes one multiplication per byte of n (4 KiB of
+// tables).
+var crcShift = func() (t [4][256]uint32) {
+	for j := range t {
+		t[j][0] = 1 << 31     // x^0
+		step := crcX2n[3+8*j] // x^(8 256^j)
+		for i := 1; i < 256; i++ {
+			t[j][i] = crcMulMod(t[j][i-1], step)
+		}
+	}
+	return t
+}()
+
 // crcPoly is the Castagnoli polynomial, reflected.
 const crcPoly = 0x82f63b78
 
 // crcX2n[k] is x^(2^k) modulo the polynomial.
-var crcX2n = func() (t [32]uint32) {
+var crcX2n = func() (t [67]uint32) {
 	p := uint32(1) << 30 // x^1
 	t[0] = p
-	for k := 1; k < 32; k++ {
+	for k := 1; k < len(t); k++ {
 		p = crcMulMod(p, p)
 		t[k] = p
 	}

@@ -35,3 +35,18 @@ func BenchmarkCombineChecksum(b *testing.B) {
 		stream.CombineChecksum(0x12345678, 0x9abcdef0, 1<<20-21)
 	}
 }
+
+// TestCombineChecksumLongShifts checks shifts too long to test with data
+// (up to 2^24 bytes and beyond, and past 2^32, which takes another path)
+// against a composition of shorter ones: shifting over n1+n2 bytes is
+// shifting over n1, then over n2.
+func TestCombineChecksumLongShifts(t *testing.T) {
+	const crc = 0x12345678
+	for _, n := range [][2]int{{1 << 20, 1 << 20}, {1<<24 - 1, 3}, {1<<31 + 5, 1<<30 + 77}, {1 << 31, 1 << 31}, {1<<32 - 1, 1<<32 + 1}} {
+		whole := stream.CombineChecksum(crc, 0, n[0]+n[1])
+		steps := stream.CombineChecksum(stream.CombineChecksum(crc, 0, n[0]), 0, n[1])
+		if whole != steps {
+			t.Fatalf("shift over %d+%d bytes: %08x at once, %08x in two steps", n[0], n[1], whole, steps)
+		}
+	}
+}
