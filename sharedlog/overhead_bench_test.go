@@ -2,6 +2,7 @@ package sharedlog_test
 
 import (
 	"context"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"syscall"
@@ -80,21 +81,35 @@ func BenchmarkReadOverhead(b *testing.B) {
 	}
 }
 
-// reportInterleaved runs b.N rounds of rawRound then logRound, each moving
+// reportInterleaved runs b.N rounds of rawRound and logRound, each moving
 // bytes and records, and reports both throughputs and the median ratios.
 func reportInterleaved(b *testing.B, rawRound, logRound func(), bytes, records float64) {
-	measure := func(f func()) (wall, cpu time.Duration) {
-		c0, t0 := cpuTime(), time.Now()
-		f()
-		return time.Since(t0), cpuTime() - c0
+	// Each round starts from a collected heap (runtime.GC outside the
+	// measured time), so that neither kind pays for the garbage of the
+	// round before it, and the order alternates.
+	measure := func(kind string, f func()) (wall, cpu time.Duration) {
+		b.StopTimer()
+		runtime.GC()
+		b.StartTimer()
+		pprof.Do(context.Background(), pprof.Labels("round", kind), func(context.Context) {
+			c0, t0 := cpuTime(), time.Now()
+			f()
+			wall, cpu = time.Since(t0), cpuTime()-c0
+		})
+		return wall, cpu
 	}
 	var wallRatios, cpuRatios []float64
 	var rawWall, logWall time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		var rw, rc, lw, lc time.Duration
-		pprof.Do(context.Background(), pprof.Labels("round", "raw"), func(context.Context) { rw, rc = measure(rawRound) })
-		pprof.Do(context.Background(), pprof.Labels("round", "sharedlog"), func(context.Context) { lw, lc = measure(logRound) })
+		if i%2 == 0 {
+			rw, rc = measure("raw", rawRound)
+			lw, lc = measure("sharedlog", logRound)
+		} else {
+			lw, lc = measure("sharedlog", logRound)
+			rw, rc = measure("raw", rawRound)
+		}
 		rawWall += rw
 		logWall += lw
 		wallRatios = append(wallRatios, float64(rw)/float64(lw))
