@@ -119,16 +119,24 @@ func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions)
 	if h.Control() && opts.Origin != OriginCoordinator {
 		return fail(errorf(kerr.InvalidRecord, "control batches are written by the transaction coordinator, not by producers"))
 	}
-	select {
-	case l.tokens <- struct{}{}:
-	case <-ctx.Done():
-		return fail(ctx.Err())
-	}
 	l.mu.Lock()
-	if err := l.usable(); err != nil {
+	for {
+		if err := l.usable(); err != nil {
+			l.mu.Unlock()
+			return fail(err)
+		}
+		if l.queued < l.opts.MaxInflight {
+			break
+		}
+		// MaxInflight appends await their acks: wait for one.
+		space := waitCh(&l.space)
 		l.mu.Unlock()
-		<-l.tokens
-		return fail(err)
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		}
+		l.mu.Lock()
 	}
 	dup, err := l.prod.check(h)
 	if err != nil || dup != nil {
@@ -138,7 +146,6 @@ func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions)
 		}
 		start := l.start
 		l.mu.Unlock()
-		<-l.tokens
 		if err != nil {
 			return fail(err)
 		}
@@ -175,12 +182,11 @@ func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions)
 		r, err := fut.Result()
 		res, err := l.settle(base, last, appendTime, r, err)
 		l.mu.Unlock()
-		<-l.tokens
 		return completedAppend(res, err)
 	}
 	p := &pending{fut: fut, base: base, last: last, ts: appendTime, f: newAppendFuture()}
 	l.queued++
-	l.queue <- p // never blocks: the token reserved a slot
+	l.queue <- p // never blocks: fewer than MaxInflight are queued
 	l.mu.Unlock()
 	return p.f
 }
@@ -221,11 +227,11 @@ func (l *Log) collect() {
 		l.mu.Lock()
 		res, err := l.settle(p.base, p.last, p.ts, r, err)
 		l.queued--
+		wake(&l.space)
 		// Completed under mu, so that an append settled inline later
 		// (AppendAsync) never completes before this one.
 		p.f.complete(res, err)
 		l.mu.Unlock()
-		<-l.tokens
 	}
 }
 
@@ -246,24 +252,32 @@ func (l *Log) settle(base, last, appendTime int64, r stream.AppendResult, err er
 				level = slog.LevelInfo
 			}
 			l.opts.Logger.Log(l.ctx, level, "sharedlog: append failed; the log takes no more appends until reopened", "partition", l.name, "offset", base, "err", err)
-			l.wakeHW() // waitDurable returns the failure
+			wake(&l.hwCh) // waitDurable returns the failure
 		}
 		return AppendResult{}, err
 	}
 	if r.NextOffset > l.hw {
 		l.hw = r.NextOffset
-		l.wakeHW()
+		wake(&l.hwCh)
 	}
 	return AppendResult{BaseOffset: base, LastOffset: last, LogAppendTime: appendTime, LogStartOffset: l.start}, nil
 }
 
-// wakeHW wakes the callers waiting in waitDurable; the caller holds mu.
-// The channel exists only while someone waits, so an append that nobody
-// waits on allocates none.
-func (l *Log) wakeHW() {
-	if l.hwCh != nil {
-		close(l.hwCh)
-		l.hwCh = nil
+// waitCh returns the channel *ch that wake closes, making it if need be.
+// Such channels exist only while someone waits, so that the common case,
+// nobody waiting, allocates none. The caller holds mu.
+func waitCh(ch *chan struct{}) chan struct{} {
+	if *ch == nil {
+		*ch = make(chan struct{})
+	}
+	return *ch
+}
+
+// wake wakes the waiters on *ch, if any; the caller holds mu.
+func wake(ch *chan struct{}) {
+	if *ch != nil {
+		close(*ch)
+		*ch = nil
 	}
 }
 
@@ -272,10 +286,7 @@ func (l *Log) wakeHW() {
 func (l *Log) waitDurable(ctx context.Context, offset int64, untilClosed bool) error {
 	for {
 		l.mu.Lock()
-		if l.hwCh == nil {
-			l.hwCh = make(chan struct{})
-		}
-		hw, ch, broken, closed := l.hw, l.hwCh, l.broken, l.closed
+		hw, ch, broken, closed := l.hw, waitCh(&l.hwCh), l.broken, l.closed
 		l.mu.Unlock()
 		switch {
 		case hw >= offset:

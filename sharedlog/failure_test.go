@@ -148,3 +148,70 @@ func TestWaitHighWatermarkReturnsTheFailure(t *testing.T) {
 		t.Fatalf("WaitHighWatermark after a failed append: %v, want the failure (ErrUnavailable)", err)
 	}
 }
+
+// heldStore wraps a store; appends to data streams are acknowledged only
+// when release is closed.
+type heldStore struct {
+	stream.Store
+	release chan struct{}
+}
+
+func (s heldStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
+	st, err := s.Store.Open(ctx, name, o)
+	if err != nil || !strings.HasSuffix(name, sharedlog.DataSuffix) {
+		return st, err
+	}
+	return heldStream{st, s.release}, nil
+}
+
+type heldStream struct {
+	stream.Stream
+	release chan struct{}
+}
+
+func (s heldStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
+	f := s.Stream.Append(ctx, b)
+	out, complete := stream.NewAppendFuture()
+	go func() {
+		<-s.release
+		complete(f.Result())
+	}()
+	return out
+}
+
+// TestMaxInflightHoldsAppends: with MaxInflight appends awaiting their
+// acks, the next append waits for room; its ctx ending fails it with the
+// ctx's error and no offset used; once acks come, appends go on.
+func TestMaxInflightHoldsAppends(t *testing.T) {
+	ctx := context.Background()
+	release := make(chan struct{})
+	store := heldStore{memory.New(memory.Config{Namespace: fmt.Sprintf("held-%d", nsSeq.Add(1))}), release}
+	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1, MaxInflight: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	batch := func() []byte { return sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 2, Timestamp: 1_750_000_000_000}) }
+	f1 := l.AppendAsync(ctx, batch(), sharedlog.AppendOptions{})
+	f2 := l.AppendAsync(ctx, batch(), sharedlog.AppendOptions{})
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := l.AppendAsync(short, batch(), sharedlog.AppendOptions{}).Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third append with 2 in flight and MaxInflight 2: %v, want it to wait and fail with its ctx", err)
+	}
+	admitted := make(chan *sharedlog.AppendFuture, 1)
+	go func() { admitted <- l.AppendAsync(ctx, batch(), sharedlog.AppendOptions{}) }() // waits for room
+	select {
+	case <-admitted:
+		t.Fatal("an append was admitted with MaxInflight appends unacknowledged")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	f4 := <-admitted
+	for i, f := range []*sharedlog.AppendFuture{f1, f2, f4} {
+		r, err := f.Wait(ctx)
+		if err != nil || r.BaseOffset != int64(2*i) {
+			t.Fatalf("append %d: %+v, %v; want base offset %d (the failed one used none)", i, r, err, 2*i)
+		}
+	}
+}

@@ -50,7 +50,6 @@ type Log struct {
 	ctx   context.Context // lives until Close; stream appends use it
 	abort context.CancelFunc
 
-	tokens chan struct{}
 	queue  chan *pending
 	ackEnd chan struct{}
 	kick   chan struct{}
@@ -65,6 +64,7 @@ type Log struct {
 	hw     int64         // end of acknowledged appends
 	hwCh   chan struct{} // closed when hw moves; nil while nobody waits
 	queued int           // appends handed to collect and not yet settled
+	space  chan struct{} // closed when queued drops; nil while nobody waits
 	start  int64
 	prod   *producers
 	index  *offsetIndex
@@ -103,7 +103,6 @@ func Open(ctx context.Context, store stream.Store, partition string, opts Option
 	lctx, abort := context.WithCancel(context.Background())
 	l := &Log{
 		name: partition, opts: o, data: data, meta: meta, ctx: lctx, abort: abort,
-		tokens: make(chan struct{}, o.MaxInflight),
 		queue:  make(chan *pending, o.MaxInflight),
 		ackEnd: make(chan struct{}),
 		kick:   make(chan struct{}, 1),
@@ -306,7 +305,8 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	<-l.ackEnd
 	l.mu.Lock()
-	l.wakeHW() // wake WaitHighWatermark callers: the log is closed
+	wake(&l.hwCh)  // wake WaitHighWatermark callers: the log is closed
+	wake(&l.space) // and appends waiting for room: they fail
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.bgEnd

@@ -19,18 +19,24 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// roundBytes is about what one round of BenchmarkOverhead appends: long
+// enough that what a round does once (the trim after it, the collection
+// before it) does not weigh on its throughput.
+const roundBytes = 64 << 20
+
 // BenchmarkOverhead interleaves rounds of raw stream appends and SharedLog
-// appends of the same batches on one driver (b.N rounds of 256 appends
-// each, raw then sharedlog, pipelined benchWindow deep), so that a noisy
+// appends of the same batches on one driver (b.N rounds of 256 appends or
+// roundBytes each, whichever is more, raw and sharedlog in alternating
+// order, pipelined benchWindow deep), so that a noisy
 // machine slows both alike, and reports the median ratio of SharedLog to
 // raw throughput by wall time ("wall-ratio") and by process CPU time
 // ("cpu-ratio"; 1.0 means no overhead, 0.9 is the target floor).
 func BenchmarkOverhead(b *testing.B) {
 	ctx := context.Background()
-	const perRound = 256
 	for _, shape := range benchShapes {
 		b.Run(shape.name, func(b *testing.B) {
 			tmpl := benchBatch(shape.records)
+			perRound := max(256, roundBytes/len(tmpl))
 			open := benchBackend(b)
 			raw, l := openRaw(b, open()), openLog(b, open())
 			rawRound := func() {
