@@ -3,6 +3,7 @@ package chunked
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/stratastream/strata/stream"
@@ -87,6 +88,17 @@ func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint b
 	}
 }
 
+// gcFailed logs a GC that stopped on err. A GC stopped by Close is not
+// worth a warning: the slots it left are below the start, and the next
+// trim's GC lists them again.
+func (s *Store) gcFailed(l layout, op string, err error) {
+	level := slog.LevelWarn
+	if s.ctx.Err() != nil {
+		level = slog.LevelDebug
+	}
+	s.opts.Logger.Log(context.Background(), level, "chunked: GC "+op+" failed", "stream", l.name, "err", err)
+}
+
 // startGC deletes, in the background, the slots below m.IdxEnd that m does
 // not index (R2: GC by manifest, never by offsets): chunks wholly below the
 // start, fence chunks and zombies. Slots at or after IdxEnd are never
@@ -109,7 +121,7 @@ func (s *Store) startGC(l layout, m *manifest) {
 				return err
 			})
 			if err != nil {
-				s.opts.Logger.Warn("chunked: GC list failed", "stream", l.name, "err", err)
+				s.gcFailed(l, "list", err)
 				return
 			}
 			var del []string
@@ -135,7 +147,7 @@ func (s *Store) startGC(l layout, m *manifest) {
 			}
 			if len(del) > 0 {
 				if err := s.call(ctx, "delete", l.chunkPrefix(), func(ctx context.Context) error { return s.st.Delete(ctx, del) }); err != nil {
-					s.opts.Logger.Warn("chunked: GC delete failed", "stream", l.name, "err", err)
+					s.gcFailed(l, "delete", err)
 					return
 				}
 			}
