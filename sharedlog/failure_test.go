@@ -191,7 +191,9 @@ func TestMaxInflightHoldsAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	batch := func() []byte { return sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 2, Timestamp: 1_750_000_000_000}) }
+	batch := func() []byte {
+		return sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 2, Timestamp: 1_750_000_000_000})
+	}
 	f1 := l.AppendAsync(ctx, batch(), sharedlog.AppendOptions{})
 	f2 := l.AppendAsync(ctx, batch(), sharedlog.AppendOptions{})
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
