@@ -106,3 +106,63 @@ func TestOpenWalksStayShort(t *testing.T) {
 	}
 	_ = r.Close()
 }
+
+// TestCheckpointsCollectWithoutList: a checkpoint (a manifest that does not
+// move the start) deletes the fence chunks written since the manifest
+// before it without listing the stream's chunks: on a stream that is never
+// trimmed a LIST per checkpoint would read every chunk key each time.
+func TestCheckpointsCollectWithoutList(t *testing.T) {
+	ctx := context.Background()
+	mem := NewMemStorage()
+	s, err := NewStore(keepOpen{mem}, Options{Driver: "gap-test", CheckpointChunks: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sessions = 60
+	for i := range sessions {
+		w := mustOpen(t, s, "gaps", uint64(i+1))
+		for j := range 3 {
+			if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: payload(3*i + j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil { // waits for the GCs; mem stays open
+		t.Fatal(err)
+	}
+	if n := mem.RequestStats().Lists; n != 0 {
+		t.Fatalf("%d LIST requests for a stream that was never trimmed", n)
+	}
+	keys, err := mem.List(ctx, "", "", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := 0
+	for _, k := range keys {
+		if strings.Contains(k, "/c/") {
+			chunks++
+		}
+	}
+	// 180 data chunks and 60 fence chunks were written; the fences below
+	// the last checkpoint are gone.
+	if chunks < 3*sessions || chunks > 3*sessions+8 {
+		t.Fatalf("%d chunk objects left for %d data chunks: fence chunks are not collected", chunks, 3*sessions)
+	}
+	s2, err := NewStore(mem, Options{Driver: "gap-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	r := mustOpen(t, s2, "gaps", sessions+1)
+	if got := len(fetchAll(t, r, 0)); got != 3*sessions {
+		t.Fatalf("read %d batches back, appended %d", got, 3*sessions)
+	}
+}
+
+// keepOpen is a MemStorage that a Store's Close does not close.
+type keepOpen struct{ *MemStorage }
+
+func (keepOpen) Close() error { return nil }

@@ -1,6 +1,7 @@
 package chunked
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -77,13 +78,19 @@ func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint b
 		if !won {
 			continue // someone else's manifest holds v+1: probe again
 		}
+		moved := start > w.ch.Start
 		w.ch.KnownV = v + 1
 		w.ch.Start = start
 		w.sinceManifest = 0
 		w.ch.Entries = w.ch.Entries[i:]
 		w.publish()
 		w.s.writeHint(ctx, w.l, v+1)
-		w.s.startGC(w.l, m)
+		if moved || w.s.opts.broken.gcByOffset {
+			w.s.startGC(w.l, m)
+		} else {
+			w.s.collectGaps(w.l, m, w.gcFrom)
+		}
+		w.gcFrom = m.IdxEnd
 		return nil
 	}
 }
@@ -97,6 +104,38 @@ func (s *Store) gcFailed(l layout, op string, err error) {
 		level = slog.LevelDebug
 	}
 	s.opts.Logger.Log(context.Background(), level, "chunked: GC "+op+" failed", "stream", l.name, "err", err)
+}
+
+// collectGaps deletes, in the background, the slots in [from, m.IdxEnd)
+// that m does not index: the fence chunks and zombies written since the
+// manifest before m (R2: a subset of what m authorises). A checkpoint (a
+// manifest whose start did not move) needs no more, so it lists nothing:
+// startGC's LIST would read every chunk key of a stream that is never
+// trimmed, at every checkpoint. The keys are known, so absent ones cost
+// nothing but their place in a Delete, which is idempotent.
+func (s *Store) collectGaps(l layout, m *manifest, from uint64) {
+	i, _ := slices.BinarySearchFunc(m.Index, from, func(e indexEntry, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	var del []string
+	for seq := from; seq < m.IdxEnd; seq++ {
+		if i < len(m.Index) && m.Index[i].Seq == seq {
+			i++
+			continue
+		}
+		del = append(del, l.chunk(seq))
+	}
+	if len(del) == 0 {
+		return
+	}
+	s.gcs.Add(1)
+	go func() {
+		defer s.gcs.Done()
+		for page := range slices.Chunk(del, 1000) {
+			if err := s.call(s.ctx, "delete", l.chunkPrefix(), func(ctx context.Context) error { return s.st.Delete(ctx, page) }); err != nil {
+				s.gcFailed(l, "delete", err)
+				return
+			}
+		}
+	}()
 }
 
 // startGC deletes, in the background, the slots below m.IdxEnd that m does
