@@ -635,7 +635,7 @@ func (w *writer) chunkBuffer(p *pend) ([]byte, []batchSpan, int) {
 func (w *writer) startPut(p *pend) {
 	w.outstanding++
 	key, data, id, gen := w.l.chunk(p.slot), p.data, p.id, p.gen
-	ctx := w.s.ctx
+	ctx, nextV := w.s.ctx, w.ch.KnownV+1
 	go func() {
 		r := putResult{p: p, gen: gen}
 		err := w.s.putIfAbsent(ctx, key, data)
@@ -648,7 +648,16 @@ func (w *writer) startPut(p *pend) {
 			case err != nil:
 				r.state, r.err = stUnknown, err
 			case !ok:
-				r.state, r.err = stUnknown, fmt.Errorf("%w: stream %q: %s reported taken but absent", stream.ErrUnavailable, w.l.name, key)
+				// The winner is gone. Only GC deletes chunk slots, and only
+				// below the IdxEnd of the manifest that authorised it; this
+				// session's own GCs stay below its acked tail. So a newer
+				// session's GC removed it (its fence, say), and that
+				// session's manifest follows the newest this one knows.
+				if m, found, merr := w.s.getManifest(ctx, w.l, nextV); merr == nil && found && w.self.less(m.Owner) {
+					r.state, r.hdr = stLost, chunkHeader{Sess: m.Owner}
+				} else {
+					r.state, r.err = stUnknown, fmt.Errorf("%w: stream %q: %s reported taken but absent", stream.ErrUnavailable, w.l.name, key)
+				}
 			case h.PutID == id || w.s.opts.broken.ownBySession && h.Sess == w.self:
 				r.state = stConfirmed
 			default:
