@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,12 +18,18 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// faultyStore wraps a store; while fail is set, appends to data streams
-// fail with ErrUnavailable, and while skew is set they report a base offset
-// one higher than the stream gave.
+// faults are injected into the data streams of a faultyStore: while fail
+// is set appends fail with ErrUnavailable, while skew is set they report a
+// base offset one higher than the stream gave, and with hold not nil they
+// are acknowledged only once hold is closed.
+type faults struct {
+	fail, skew atomic.Bool
+	hold       chan struct{}
+}
+
 type faultyStore struct {
 	stream.Store
-	fail, skew *atomic.Bool
+	f *faults
 }
 
 func (s faultyStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
@@ -30,29 +37,49 @@ func (s faultyStore) Open(ctx context.Context, name string, o stream.OpenOptions
 	if err != nil || !strings.HasSuffix(name, sharedlog.DataSuffix) {
 		return st, err
 	}
-	return faultyStream{st, s.fail, s.skew}, nil
+	return faultyStream{st, s.f}, nil
 }
 
 type faultyStream struct {
 	stream.Stream
-	fail, skew *atomic.Bool
+	f *faults
 }
 
 func (s faultyStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
-	if s.fail.Load() {
+	if s.f.fail.Load() {
 		return stream.FailedAppend(fmt.Errorf("%w: injected fault on %q", stream.ErrUnavailable, s.Name()))
 	}
 	f := s.Stream.Append(ctx, b)
-	if !s.skew.Load() {
+	skew, hold := s.f.skew.Load(), s.f.hold
+	if !skew && hold == nil {
 		return f
 	}
 	out, complete := stream.NewAppendFuture()
 	go func() {
+		if hold != nil {
+			<-hold
+		}
 		r, err := f.Result()
-		r.BaseOffset++
+		if skew {
+			r.BaseOffset++
+		}
 		complete(r, err)
 	}()
 	return out
+}
+
+// openFaulty opens partition "p" at epoch 1 on a fresh memory namespace
+// behind f, closed when t ends, and returns it with its store.
+func openFaulty(t *testing.T, f *faults, o sharedlog.Options) (*sharedlog.Log, stream.Store) {
+	t.Helper()
+	store := faultyStore{memory.New(memory.Config{Namespace: fmt.Sprintf("%s-%d", t.Name(), nsSeq.Add(1))}), f}
+	o.Epoch = 1
+	l, err := sharedlog.Open(context.Background(), store, "p", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, store
 }
 
 func idemBatch(seq int32) []byte {
@@ -65,21 +92,17 @@ func idemBatch(seq int32) []byte {
 // the failed batch is appended, not taken for a duplicate.
 func TestAppendFailureStopsTheLogUntilReopen(t *testing.T) {
 	ctx := context.Background()
-	var fail, skew atomic.Bool
-	store := faultyStore{memory.New(memory.Config{Namespace: fmt.Sprintf("failure-%d", nsSeq.Add(1))}), &fail, &skew}
-	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var f faults
+	l, store := openFaulty(t, &f, sharedlog.Options{})
 	if _, err := l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	fail.Store(true)
-	_, err = l.Append(ctx, idemBatch(2), sharedlog.AppendOptions{})
+	f.fail.Store(true)
+	_, err := l.Append(ctx, idemBatch(2), sharedlog.AppendOptions{})
 	if sharedlog.ErrorCode(err) != kerr.KafkaStorageError.Code || !errors.Is(err, stream.ErrUnavailable) {
 		t.Fatalf("append during a backend fault: %v, want KAFKA_STORAGE_ERROR wrapping ErrUnavailable", err)
 	}
-	fail.Store(false)
+	f.fail.Store(false)
 	if _, err := l.Append(ctx, idemBatch(2), sharedlog.AppendOptions{}); err == nil {
 		t.Fatal("the log took an append after a failed one; it must wait for a reopen")
 	}
@@ -102,19 +125,14 @@ func TestAppendFailureStopsTheLogUntilReopen(t *testing.T) {
 // one stamped into the batch (another writer) fails the append and the log.
 func TestAckAtUnexpectedOffsetFailsTheLog(t *testing.T) {
 	ctx := context.Background()
-	var fail, skew atomic.Bool
-	store := faultyStore{memory.New(memory.Config{Namespace: fmt.Sprintf("skew-%d", nsSeq.Add(1))}), &fail, &skew}
-	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	skew.Store(true)
-	_, err = l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{})
+	var f faults
+	l, _ := openFaulty(t, &f, sharedlog.Options{})
+	f.skew.Store(true)
+	_, err := l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{})
 	if !errors.Is(err, stream.ErrCorrupt) || sharedlog.ErrorCode(err) != kerr.KafkaStorageError.Code {
 		t.Fatalf("append acked at another offset: %v, want KAFKA_STORAGE_ERROR wrapping ErrCorrupt", err)
 	}
-	skew.Store(false)
+	f.skew.Store(false)
 	if _, err := l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{}); err == nil {
 		t.Fatal("the log took an append after an offset mismatch")
 	}
@@ -125,13 +143,8 @@ func TestAckAtUnexpectedOffsetFailsTheLog(t *testing.T) {
 // out its deadline.
 func TestWaitHighWatermarkReturnsTheFailure(t *testing.T) {
 	ctx := context.Background()
-	var fail, skew atomic.Bool
-	store := faultyStore{memory.New(memory.Config{Namespace: fmt.Sprintf("failure-%d", nsSeq.Add(1))}), &fail, &skew}
-	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	var f faults
+	l, _ := openFaulty(t, &f, sharedlog.Options{})
 	if _, err := l.Append(ctx, idemBatch(0), sharedlog.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +153,7 @@ func TestWaitHighWatermarkReturnsTheFailure(t *testing.T) {
 	defer cancel()
 	go func() { waited <- l.WaitHighWatermark(wctx, l.HighWatermark()+1) }()
 	time.Sleep(200 * time.Millisecond) // let it block first (if it has not, it sees the failure at once)
-	fail.Store(true)
+	f.fail.Store(true)
 	if _, err := l.Append(ctx, idemBatch(2), sharedlog.AppendOptions{}); err == nil {
 		t.Fatal("append succeeded during a backend fault")
 	}
@@ -149,48 +162,13 @@ func TestWaitHighWatermarkReturnsTheFailure(t *testing.T) {
 	}
 }
 
-// heldStore wraps a store; appends to data streams are acknowledged only
-// when release is closed.
-type heldStore struct {
-	stream.Store
-	release chan struct{}
-}
-
-func (s heldStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
-	st, err := s.Store.Open(ctx, name, o)
-	if err != nil || !strings.HasSuffix(name, sharedlog.DataSuffix) {
-		return st, err
-	}
-	return heldStream{st, s.release}, nil
-}
-
-type heldStream struct {
-	stream.Stream
-	release chan struct{}
-}
-
-func (s heldStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
-	f := s.Stream.Append(ctx, b)
-	out, complete := stream.NewAppendFuture()
-	go func() {
-		<-s.release
-		complete(f.Result())
-	}()
-	return out
-}
-
 // TestMaxInflightHoldsAppends: with MaxInflight appends awaiting their
 // acks, the next append waits for room; its ctx ending fails it with the
 // ctx's error and no offset used; once acks come, appends go on.
 func TestMaxInflightHoldsAppends(t *testing.T) {
 	ctx := context.Background()
-	release := make(chan struct{})
-	store := heldStore{memory.New(memory.Config{Namespace: fmt.Sprintf("held-%d", nsSeq.Add(1))}), release}
-	l, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1, MaxInflight: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	f := faults{hold: make(chan struct{})}
+	l, _ := openFaulty(t, &f, sharedlog.Options{MaxInflight: 2})
 	batch := func() []byte {
 		return sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 2, Timestamp: 1_750_000_000_000})
 	}
@@ -208,12 +186,41 @@ func TestMaxInflightHoldsAppends(t *testing.T) {
 		t.Fatal("an append was admitted with MaxInflight appends unacknowledged")
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(release)
+	close(f.hold)
 	f4 := <-admitted
-	for i, f := range []*sharedlog.AppendFuture{f1, f2, f4} {
-		r, err := f.Wait(ctx)
+	for i, fut := range []*sharedlog.AppendFuture{f1, f2, f4} {
+		r, err := fut.Wait(ctx)
 		if err != nil || r.BaseOffset != int64(2*i) {
 			t.Fatalf("append %d: %+v, %v; want base offset %d (the failed one used none)", i, r, err, 2*i)
 		}
+	}
+}
+
+// TestFuturesCompleteInCallOrder: an append the stream answers at once
+// (here a failure) completes only after the earlier appends still awaiting
+// their acks, as the stream's own futures do.
+func TestFuturesCompleteInCallOrder(t *testing.T) {
+	ctx := context.Background()
+	f := faults{hold: make(chan struct{})}
+	l, _ := openFaulty(t, &f, sharedlog.Options{})
+	release := sync.OnceFunc(func() { close(f.hold) })
+	defer release() // before the log's Close, which waits for the acks
+	f1 := l.AppendAsync(ctx, idemBatch(0), sharedlog.AppendOptions{})
+	f2 := l.AppendAsync(ctx, idemBatch(2), sharedlog.AppendOptions{})
+	f.fail.Store(true)
+	f3 := l.AppendAsync(ctx, idemBatch(4), sharedlog.AppendOptions{})
+	select {
+	case <-f3.Done():
+		t.Fatal("the third append completed while the first two awaited their acks")
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	for i, fut := range []*sharedlog.AppendFuture{f1, f2} {
+		if r, err := fut.Wait(ctx); err != nil || r.BaseOffset != int64(2*i) {
+			t.Fatalf("append %d: %+v, %v", i, r, err)
+		}
+	}
+	if _, err := f3.Wait(ctx); !errors.Is(err, stream.ErrUnavailable) {
+		t.Fatalf("third append: %v, want the injected ErrUnavailable", err)
 	}
 }

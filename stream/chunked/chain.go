@@ -38,9 +38,10 @@ type chain struct {
 	Start   int64
 	Entries []indexEntry
 	Tail    tail
-	// IdxEnd is the IdxEnd of the manifest the chain was built from: the
-	// slots from there to Tail.Seq are what the next walk from that
-	// manifest reads again.
+	// IdxEnd is the IdxEnd of the manifest the chain was built from, or
+	// of the last one its writer wrote since: the slots from there to
+	// Tail.Seq are what the next walk from that manifest reads again, and
+	// the slots below it were collected when that manifest was written.
 	IdxEnd uint64
 }
 

@@ -164,8 +164,8 @@ func TestCheckpointsCollectWithoutList(t *testing.T) {
 	}
 }
 
-// keepOpen is a MemStorage that a Store's Close does not close.
-type keepOpen struct{ *MemStorage }
+// keepOpen is a Storage that a Store's Close does not close.
+type keepOpen struct{ Storage }
 
 func (keepOpen) Close() error { return nil }
 
@@ -193,8 +193,8 @@ func (v *vanishing) PutIfAbsent(ctx context.Context, key string, data []byte) er
 func TestCollisionWithVanishedWinnerFences(t *testing.T) {
 	ctx := context.Background()
 	v := &vanishing{MemStorage: NewMemStorage()}
-	s1 := newTestStore(t, keepOpenV{v}, Options{Driver: "vanish-test"})
-	s2 := newTestStore(t, keepOpenV{v}, Options{Driver: "vanish-test"})
+	s1 := newTestStore(t, keepOpen{v}, Options{Driver: "vanish-test"})
+	s2 := newTestStore(t, keepOpen{v}, Options{Driver: "vanish-test"})
 	old := mustOpen(t, s1, "v", 1)
 	if _, err := stream.Append(ctx, old, stream.Batch{Count: 1, Payload: payload(0)}); err != nil {
 		t.Fatal(err)
@@ -209,8 +209,3 @@ func TestCollisionWithVanishedWinnerFences(t *testing.T) {
 	}
 	_ = old.Close()
 }
-
-// keepOpenV is a vanishing storage that a Store's Close does not close.
-type keepOpenV struct{ *vanishing }
-
-func (keepOpenV) Close() error { return nil }

@@ -88,9 +88,9 @@ func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint b
 		if moved || w.s.opts.broken.gcByOffset {
 			w.s.startGC(w.l, m)
 		} else {
-			w.s.collectGaps(w.l, m, w.gcFrom)
+			w.s.collectGaps(w.l, m, w.ch.IdxEnd)
 		}
-		w.gcFrom = m.IdxEnd
+		w.ch.IdxEnd = m.IdxEnd
 		return nil
 	}
 }

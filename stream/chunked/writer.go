@@ -54,13 +54,10 @@ type writer struct {
 	needRewalk  bool
 	// acked chunks since the last manifest this session wrote
 	sinceManifest int
-	// gcFrom is the IdxEnd of the last manifest this writer wrote (or
-	// built its chain from): the slots below it were collected then.
-	gcFrom    uint64
-	failed    error // terminal: ErrFenced, or errDeleted
-	isClosing bool
-	timer     *time.Timer
-	timerAt   time.Time
+	failed        error // terminal: ErrFenced, or errDeleted
+	isClosing     bool
+	timer         *time.Timer
+	timerAt       time.Time
 }
 
 // view is what Fetch and the offset accessors read.
@@ -165,7 +162,6 @@ func newWriter(s *Store, l layout, self sessionKey, c chain) *writer {
 		ch:       c,
 		nextSlot: c.Tail.Seq,
 		nextBase: c.Tail.Next,
-		gcFrom:   c.IdxEnd,
 	}
 	// The slots this open walked past its manifest's index are walked again
 	// by every later open until a manifest moves the index: they count
