@@ -45,6 +45,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentDistinctPuts", testConcurrentDistinctPuts},
 		{"TwoHandles", testTwoHandles},
 		{"RequestStats", testRequestStats},
+		{"EngineIndexPages", testEngineIndexPages},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -508,3 +509,84 @@ func testRequestStats(t *testing.T, h Harness, st chunked.Storage) {
 		t.Fatalf("RequestStats moved by %+v after 3 puts (%d bytes), 3 gets (%d bytes), 1 list, 1 delete", d, written, read)
 	}
 }
+
+// testEngineIndexPages runs the chunked engine on two handles of the
+// Storage with small index pages and frequent checkpoints, so that its
+// manifests name index pages (objects under "x/") and a trim collects
+// some: what a stream of millions of chunks does with the defaults.
+func testEngineIndexPages(t *testing.T, h Harness, _ chunked.Storage) {
+	ctx := t.Context()
+	config := h.NewConfig(t)
+	newStore := func(st chunked.Storage) stream.Store {
+		s, err := chunked.NewStore(openHandle{st}, chunked.Options{Driver: "storagetest", CheckpointChunks: 4, IndexPageEntries: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open(t, h, config), open(t, h, config)
+	sa, sb := newStore(a), newStore(b)
+	appendAll := func(w stream.Stream, from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: payload(fmt.Sprint(i), 100)}); err != nil {
+				t.Fatalf("append %d: %v", i, err)
+			}
+		}
+	}
+	readAll := func(s stream.Stream, from, to int) {
+		t.Helper()
+		for off := int64(from); off < int64(to); {
+			bs, err := s.Fetch(ctx, off, stream.NoEnd, 0)
+			if err != nil || len(bs) == 0 {
+				t.Fatalf("fetch %d (want up to %d): %d batches, %v", off, to, len(bs), err)
+			}
+			for _, bt := range bs {
+				checkBytes(t, fmt.Sprintf("batch %d", bt.BaseOffset), bt.Payload, payload(fmt.Sprint(bt.BaseOffset), 100))
+				off = bt.EndOffset()
+			}
+		}
+		if n := s.NextOffset(); n != int64(to) {
+			t.Fatalf("next offset %d, want %d", n, to)
+		}
+	}
+	w, err := sa.Open(ctx, "pages/s", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(w, 0, 60)
+	r, err := sb.Open(ctx, "pages/s", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(w, 60, 120)
+	if err := w.Trim(ctx, 60); err != nil {
+		t.Fatal(err)
+	}
+	readAll(r, 60, 120) // the reader's chain had pages the trim collected
+	_ = r.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := b.List(ctx, "pages/", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, "/x/") }) {
+		t.Fatalf("no index page among the stream's %d objects", len(keys))
+	}
+	w2, err := sb.Open(ctx, "pages/s", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAll(w2, 120, 140)
+	readAll(w2, 60, 140)
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openHandle is a Storage whose Close is left to the test that opened it.
+type openHandle struct{ chunked.Storage }
+
+func (openHandle) Close() error { return nil }

@@ -125,3 +125,53 @@ func BenchmarkEncodeBatchBody(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMetadataBytes appends b.N one-record batches, one chunk each
+// (MaxChunkBytes 1), 256 in flight, to one stream that is never trimmed,
+// and reports the bytes put to manifests and index pages per chunk and
+// the largest manifest, with index pages (the default) and without
+// (IndexPageEntries -1: every manifest lists every chunk).
+//
+//	go test ./stream/chunked -run XXX -bench MetadataBytes -benchtime 100000x
+func BenchmarkMetadataBytes(b *testing.B) {
+	for _, pages := range []int{0, -1} {
+		name := "pages=default"
+		if pages < 0 {
+			name = "pages=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			mb := &metaBytes{MemStorage: NewMemStorage()}
+			s, err := NewStore(mb, Options{Driver: "bench", MaxChunkBytes: 1, MaxInflightChunks: 16, IndexPageEntries: pages})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			w, err := s.Open(ctx, "m", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			fs := make([]*stream.AppendFuture, 0, 256)
+			wait := func() {
+				for _, f := range fs {
+					if _, err := f.Wait(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				fs = fs[:0]
+			}
+			for i := range b.N {
+				if len(fs) == cap(fs) {
+					wait()
+				}
+				fs = append(fs, w.Append(ctx, stream.Batch{Count: 1, Payload: payload(i)}))
+			}
+			wait()
+			b.StopTimer()
+			_ = w.Close()
+			b.ReportMetric(float64(mb.manifests.Load()+mb.pages.Load())/float64(b.N), "meta-B/chunk")
+			b.ReportMetric(float64(mb.largest.Load()), "largest-manifest-B")
+		})
+	}
+}

@@ -2,7 +2,10 @@ package chunked
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sort"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -34,9 +37,13 @@ func (t *tail) take(seq uint64, h chunkHeader) {
 // manifest it knows, the start offset, the valid chunks overlapping the
 // start, and the tail after the last of them.
 type chain struct {
-	KnownV  uint64
-	Start   int64
+	KnownV uint64
+	Start  int64
+	// Entries are the valid chunks overlapping Start, in slot order. The
+	// first of them are those of Pages: written index pages that the next
+	// manifest names instead of listing their entries.
 	Entries []indexEntry
+	Pages   []pageRef
 	Tail    tail
 	// IdxEnd is the IdxEnd of the manifest the chain was built from, or
 	// of the last one its writer wrote since: the slots from there to
@@ -45,20 +52,52 @@ type chain struct {
 	IdxEnd uint64
 }
 
-// fromManifest is the chain as manifest m (version v) states it; a walk
+// chainOf is the chain as manifest m (version v) states it; a walk
 // continues from its tail, seeded with the chain's running session (R7).
-func (s *Store) fromManifest(v uint64, m *manifest) chain {
+// The entries of m's index pages come from have where it holds them (a
+// chain that named the same pages), else from storage; errPageGone when
+// one is gone.
+func (s *Store) chainOf(ctx context.Context, l layout, v uint64, m *manifest, have *chain) (chain, error) {
+	entries, err := s.loadIndex(ctx, l, m, have)
+	if err != nil {
+		return chain{}, err
+	}
 	c := chain{
 		KnownV:  v,
 		Start:   m.Start,
-		Entries: append([]indexEntry(nil), m.Index...),
+		Entries: entries,
+		Pages:   slices.Clone(m.Pages),
 		Tail:    tail{Seq: m.IdxEnd, Next: m.IdxNext, Max: m.IdxSess},
 		IdxEnd:  m.IdxEnd,
 	}
 	if s.opts.broken.seedWithOwner && m.Kind != manCreate {
 		c.Tail.Max = m.Owner
 	}
-	return c
+	return c, nil
+}
+
+// pagesEnd is the slot after the last entry in a page (0: no pages).
+func (c *chain) pagesEnd() uint64 {
+	if len(c.Pages) == 0 {
+		return 0
+	}
+	return c.Pages[len(c.Pages)-1].End
+}
+
+// indexFrom is what a manifest with start offset start names: the pages
+// that reach past start, and the entries after the last page that reach
+// past it.
+func (c *chain) indexFrom(start int64) ([]pageRef, []indexEntry) {
+	p := slices.IndexFunc(c.Pages, func(p pageRef) bool { return p.Next > start })
+	var pages []pageRef
+	if p >= 0 {
+		pages = slices.Clone(c.Pages[p:])
+	}
+	end := c.pagesEnd()
+	i := sort.Search(len(c.Entries), func(i int) bool {
+		return c.Entries[i].Seq >= end && c.Entries[i].end() > start
+	})
+	return pages, slices.Clone(c.Entries[i:])
 }
 
 func (c *chain) add(seq uint64, h chunkHeader) {
@@ -84,23 +123,26 @@ type walkResult struct {
 // gets errDeleted.
 func (s *Store) walk(ctx context.Context, l layout, c *chain, self *sessionKey) (walkResult, error) {
 	var res walkResult
+	var skipped error // a manifest whose index page was gone: the chain is older
 	for {
-		h, ok, err := s.getChunkHeader(ctx, l, c.Tail.Seq)
-		if err != nil {
-			return res, err
-		}
-		if ok {
-			if c.Tail.valid(h) {
-				if self != nil && self.less(h.Sess) {
-					return res, fmt.Errorf("%w: stream %q: chunk %s of session %v is newer than session %v",
-						stream.ErrFenced, l.name, l.chunk(c.Tail.Seq), h.Sess, *self)
-				}
-				c.add(c.Tail.Seq, h)
-				res.Found++
-			} else {
-				c.Tail.Seq++
+		if skipped == nil {
+			h, ok, err := s.getChunkHeader(ctx, l, c.Tail.Seq)
+			if err != nil {
+				return res, err
 			}
-			continue
+			if ok {
+				if c.Tail.valid(h) {
+					if self != nil && self.less(h.Sess) {
+						return res, fmt.Errorf("%w: stream %q: chunk %s of session %v is newer than session %v",
+							stream.ErrFenced, l.name, l.chunk(c.Tail.Seq), h.Sess, *self)
+					}
+					c.add(c.Tail.Seq, h)
+					res.Found++
+				} else {
+					c.Tail.Seq++
+				}
+				continue
+			}
 		}
 		// R4: the walk ends only when the next manifest is absent too.
 		if s.opts.broken.noWalkProbe {
@@ -111,6 +153,9 @@ func (s *Store) walk(ctx context.Context, l layout, c *chain, self *sessionKey) 
 			return res, err
 		}
 		if !ok {
+			if skipped != nil {
+				return res, fmt.Errorf("stream %q: %s names %w, and no later manifest exists", l.name, l.manifest(c.KnownV), skipped)
+			}
 			return res, nil
 		}
 		v := c.KnownV + 1
@@ -131,9 +176,19 @@ func (s *Store) walk(ctx context.Context, l layout, c *chain, self *sessionKey) 
 		}
 		// A newer manifest: GC may have removed (and stale puts refilled)
 		// slots this walk has read; restart from it.
-		start := c.Start
-		*c = s.fromManifest(v, m)
-		c.Start = max(c.Start, start)
+		nc, err := s.chainOf(ctx, l, v, m, c)
+		if errors.Is(err, errPageGone) {
+			// A trim after m dropped the page and collected it, so a
+			// manifest after m exists (R2 for pages): go on to it, reading
+			// no slots meanwhile.
+			c.KnownV, skipped = v, err
+			continue
+		}
+		if err != nil {
+			return res, err
+		}
+		nc.Start = max(nc.Start, c.Start)
+		*c, skipped = nc, nil
 		res.Restarted = true
 		res.Found = 0
 	}

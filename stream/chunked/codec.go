@@ -22,6 +22,7 @@ var (
 	magicManifest = [2]byte{'S', 'M'}
 	magicGen      = [2]byte{'S', 'G'}
 	magicHint     = [2]byte{'S', 'H'}
+	magicPage     = [2]byte{'S', 'X'}
 )
 
 var errCorrupt = stream.ErrCorrupt
@@ -379,6 +380,21 @@ func (e indexEntry) end() int64 { return e.Base + int64(e.Count) }
 
 const indexEntryLen = 8 + 8 + 8 + 16
 
+// pageRef names an index page: an immutable object holding a run of
+// index entries, written once and named by every later manifest that still
+// needs it, so that a manifest's size grows with the number of pages and
+// not of chunks (docs/engine.md, "Index pages").
+type pageRef struct {
+	ID    putID  // the page's own id (its key is layout.page(First, ID))
+	First uint64 // slot of its first entry
+	End   uint64 // one past the slot of its last entry
+	Base  int64  // base offset of its first entry
+	Next  int64  // end offset of its last entry
+	N     uint32 // number of entries
+}
+
+const pageRefLen = 16 + 8 + 8 + 8 + 8 + 4
+
 // manifest is one version of a stream incarnation's metadata.
 type manifest struct {
 	Kind  byte
@@ -390,15 +406,26 @@ type manifest struct {
 	IdxEnd  uint64
 	IdxNext int64
 	IdxSess sessionKey
-	// Index lists the valid chunks below IdxEnd that overlap Start.
+	// The valid chunks below IdxEnd that overlap Start: the entries of
+	// Pages (those of the first page that end at or below Start aside),
+	// then Index.
+	Pages []pageRef
 	Index []indexEntry
 }
+
+// Manifest encodings: version 1 has no pages (and is what a manifest
+// without pages is still written as); version 2 adds them.
+const manifestPagesVersion = 2
 
 const manifestFixedLen = 2 + 1 + 1 + 16 + 16 + 8 + 8 + 8 + 16 + 4 + 4
 
 func encodeManifest(m *manifest) []byte {
-	b := make([]byte, 0, manifestFixedLen+len(m.Index)*indexEntryLen)
-	b = append(b, magicManifest[0], magicManifest[1], codecVersion, m.Kind)
+	b := make([]byte, 0, manifestFixedLen+4+len(m.Pages)*pageRefLen+len(m.Index)*indexEntryLen)
+	ver := byte(codecVersion)
+	if len(m.Pages) > 0 {
+		ver = manifestPagesVersion
+	}
+	b = append(b, magicManifest[0], magicManifest[1], ver, m.Kind)
 	b = binary.BigEndian.AppendUint64(b, m.Owner.Epoch)
 	b = binary.BigEndian.AppendUint64(b, m.Owner.Session)
 	b = append(b, m.PutID[:]...)
@@ -407,29 +434,67 @@ func encodeManifest(m *manifest) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(m.IdxNext))
 	b = binary.BigEndian.AppendUint64(b, m.IdxSess.Epoch)
 	b = binary.BigEndian.AppendUint64(b, m.IdxSess.Session)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(m.Index)))
-	for _, e := range m.Index {
+	if ver == manifestPagesVersion {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(m.Pages)))
+		for _, p := range m.Pages {
+			b = append(b, p.ID[:]...)
+			b = binary.BigEndian.AppendUint64(b, p.First)
+			b = binary.BigEndian.AppendUint64(b, p.End)
+			b = binary.BigEndian.AppendUint64(b, uint64(p.Base))
+			b = binary.BigEndian.AppendUint64(b, uint64(p.Next))
+			b = binary.BigEndian.AppendUint32(b, p.N)
+		}
+	}
+	b = appendEntries(b, m.Index)
+	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+}
+
+// appendEntries appends a count and the entries.
+func appendEntries(b []byte, es []indexEntry) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(es)))
+	for _, e := range es {
 		b = binary.BigEndian.AppendUint64(b, e.Seq)
 		b = binary.BigEndian.AppendUint64(b, uint64(e.Base))
 		b = binary.BigEndian.AppendUint64(b, e.Count)
 		b = append(b, e.PutID[:]...)
 	}
-	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+	return b
+}
+
+// readEntries reads what appendEntries wrote (all of r's remaining bytes)
+// and checks that the entries are in slot order below seqEnd, contiguous
+// in offsets from next (-1: any start), each valid. It returns the end
+// offset of the last entry (next when there is none).
+func readEntries(r *bytesReader, what string, seqFrom, seqEnd uint64, next int64) ([]indexEntry, int64, error) {
+	n := r.u32()
+	if r.err != nil || uint64(n)*indexEntryLen != uint64(len(r.b)-r.off) {
+		return nil, 0, corruptf("%s: %d index entries in %d bytes", what, n, len(r.b)-r.off)
+	}
+	es := make([]indexEntry, n)
+	for i := range es {
+		e := &es[i]
+		e.Seq, e.Base, e.Count = r.u64(), int64(r.u64()), r.u64()
+		copy(e.PutID[:], r.take(16))
+		if e.Count == 0 || e.Base < 0 || e.Count > 1<<62 || e.Base > 1<<62 || (next >= 0 && e.Base != next) ||
+			e.Seq < seqFrom || (i > 0 && e.Seq <= es[i-1].Seq) || e.Seq >= seqEnd {
+			return nil, 0, corruptf("%s: index entry %d (seq %d, base %d, count %d) out of order", what, i, e.Seq, e.Base, e.Count)
+		}
+		next = e.end()
+	}
+	return es, next, nil
 }
 
 func decodeManifest(b []byte) (*manifest, error) {
-	if len(b) < manifestFixedLen {
-		return nil, corruptf("manifest: %d bytes", len(b))
+	r, err := checkedBody(b, "manifest", manifestFixedLen)
+	if err != nil {
+		return nil, err
 	}
-	if got, want := stream.Checksum(b[:len(b)-4]), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
-		return nil, corruptf("manifest: checksum %08x, stored %08x", got, want)
-	}
-	r := &bytesReader{b: b[:len(b)-4]}
 	if r.u8() != magicManifest[0] || r.u8() != magicManifest[1] {
 		return nil, corruptf("manifest: bad magic")
 	}
-	if v := r.u8(); v != codecVersion {
-		return nil, corruptf("manifest: unknown version %d", v)
+	ver := r.u8()
+	if ver != codecVersion && ver != manifestPagesVersion {
+		return nil, corruptf("manifest: unknown version %d", ver)
 	}
 	m := &manifest{Kind: r.u8()}
 	m.Owner.Epoch, m.Owner.Session = r.u64(), r.u64()
@@ -438,21 +503,30 @@ func decodeManifest(b []byte) (*manifest, error) {
 	m.IdxEnd = r.u64()
 	m.IdxNext = int64(r.u64())
 	m.IdxSess.Epoch, m.IdxSess.Session = r.u64(), r.u64()
-	n := r.u32()
-	if uint64(n)*indexEntryLen != uint64(len(r.b)-r.off) {
-		return nil, corruptf("manifest: %d index entries in %d bytes", n, len(r.b)-r.off)
-	}
-	m.Index = make([]indexEntry, n)
-	next := int64(-1)
-	for i := range m.Index {
-		e := &m.Index[i]
-		e.Seq, e.Base, e.Count = r.u64(), int64(r.u64()), r.u64()
-		copy(e.PutID[:], r.take(16))
-		if e.Count == 0 || e.Base < 0 || e.Count > 1<<62 || e.Base > 1<<62 || (next >= 0 && e.Base != next) ||
-			(i > 0 && e.Seq <= m.Index[i-1].Seq) || e.Seq >= m.IdxEnd {
-			return nil, corruptf("manifest: index entry %d (seq %d, base %d, count %d) out of order", i, e.Seq, e.Base, e.Count)
+	next, seq := int64(-1), uint64(0)
+	if ver == manifestPagesVersion {
+		n := r.u32()
+		if r.err != nil || n == 0 || uint64(n)*pageRefLen > uint64(len(r.b)-r.off) {
+			return nil, corruptf("manifest: %d index pages in %d bytes", n, len(r.b)-r.off)
 		}
-		next = e.end()
+		m.Pages = make([]pageRef, n)
+		for i := range m.Pages {
+			p := &m.Pages[i]
+			copy(p.ID[:], r.take(16))
+			p.First, p.End, p.Base, p.Next, p.N = r.u64(), r.u64(), int64(r.u64()), int64(r.u64()), r.u32()
+			if p.N == 0 || p.First < seq || p.End <= p.First || p.End-p.First < uint64(p.N) || p.End > m.IdxEnd ||
+				p.Base < 0 || p.Next <= p.Base || p.Next > 1<<62 || (next >= 0 && p.Base != next) {
+				return nil, corruptf("manifest: index page %d (slots %d-%d, offsets %d-%d) out of order", i, p.First, p.End, p.Base, p.Next)
+			}
+			next, seq = p.Next, p.End
+		}
+		if m.Pages[0].Next <= m.Start {
+			return nil, corruptf("manifest: index page 0 ends at %d, below the start %d", m.Pages[0].Next, m.Start)
+		}
+	}
+	m.Index, next, err = readEntries(r, "manifest", seq, m.IdxEnd, next)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case r.err != nil:
@@ -465,6 +539,52 @@ func decodeManifest(b []byte) (*manifest, error) {
 		return nil, corruptf("manifest: index ends at %d, next is %d", next, m.IdxNext)
 	}
 	return m, nil
+}
+
+// checkedBody checks that b (an object named what) has at least minLen bytes
+// and ends with the CRC32C of the rest, and returns a reader of the rest.
+func checkedBody(b []byte, what string, minLen int) (*bytesReader, error) {
+	if len(b) < minLen {
+		return nil, corruptf("%s: %d bytes", what, len(b))
+	}
+	if got, want := stream.Checksum(b[:len(b)-4]), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
+		return nil, corruptf("%s: checksum %08x, stored %08x", what, got, want)
+	}
+	return &bytesReader{b: b[:len(b)-4]}, nil
+}
+
+// encodePage is the index page p of entries es.
+func encodePage(p pageRef, es []indexEntry) []byte {
+	b := make([]byte, 0, 2+1+16+4+len(es)*indexEntryLen+4)
+	b = append(b, magicPage[0], magicPage[1], codecVersion)
+	b = append(b, p.ID[:]...)
+	b = appendEntries(b, es)
+	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+}
+
+// decodePage reads index page p and checks it is the page p names.
+func decodePage(b []byte, p pageRef) ([]indexEntry, error) {
+	r, err := checkedBody(b, "index page", 2+1+16+4+4)
+	if err != nil {
+		return nil, err
+	}
+	if r.u8() != magicPage[0] || r.u8() != magicPage[1] || r.u8() != codecVersion {
+		return nil, corruptf("index page: bad magic or version")
+	}
+	if id := r.take(16); r.err != nil || putID(id) != p.ID {
+		return nil, corruptf("index page: id %x, the manifest names %x", id, p.ID)
+	}
+	es, next, err := readEntries(r, "index page", p.First, p.End, p.Base)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(es) != int(p.N) || len(es) == 0:
+		return nil, corruptf("index page: %d entries, the manifest names %d", len(es), p.N)
+	case es[0].Seq != p.First || es[len(es)-1].Seq != p.End-1 || next != p.Next:
+		return nil, corruptf("index page: slots %d-%d, offsets to %d; the manifest names %d-%d, %d",
+			es[0].Seq, es[len(es)-1].Seq+1, next, p.First, p.End, p.Next)
+	}
+	return es, nil
 }
 
 // ---- generations and hints ----
@@ -489,13 +609,10 @@ func encodeGeneration(g generation) []byte {
 
 func decodeGeneration(b []byte) (generation, error) {
 	var g generation
-	if len(b) < 12 {
-		return g, corruptf("generation: %d bytes", len(b))
+	r, err := checkedBody(b, "generation", 12)
+	if err != nil {
+		return g, err
 	}
-	if got, want := stream.Checksum(b[:len(b)-4]), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
-		return g, corruptf("generation: checksum %08x, stored %08x", got, want)
-	}
-	r := &bytesReader{b: b[:len(b)-4]}
 	if r.u8() != magicGen[0] || r.u8() != magicGen[1] || r.u8() != codecVersion {
 		return g, corruptf("generation: bad magic or version")
 	}

@@ -3,6 +3,7 @@ package chunked
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/stratastream/strata/stream"
@@ -109,6 +110,7 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add(encodeManifest(&manifest{Kind: manOpen, Owner: sessionKey{1, 1}, IdxEnd: 3, IdxNext: 7,
 		Index: []indexEntry{{Seq: 1, Base: 0, Count: 7}}}))
 	f.Add(encodeManifest(&manifest{Kind: manCreate}))
+	f.Add(encodeManifest(pagedManifest()))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeManifest(b)
 		if err != nil {
@@ -118,6 +120,75 @@ func FuzzDecodeManifest(f *testing.F) {
 			return
 		}
 		if again := encodeManifest(m); !bytes.Equal(again, b) {
+			t.Fatalf("accepted bytes do not re-encode the same")
+		}
+	})
+}
+
+// pagedManifest names two index pages (slots 1-4 and 5-9, offsets 0-10
+// and 10-30) and then one entry of its own.
+func pagedManifest() *manifest {
+	return &manifest{Kind: manTrim, Owner: sessionKey{2, 5}, Start: 3, IdxEnd: 12, IdxNext: 33,
+		Pages: []pageRef{{ID: putID{1}, First: 1, End: 4, Base: 0, Next: 10, N: 3}, {ID: putID{2}, First: 5, End: 9, Base: 10, Next: 30, N: 2}},
+		Index: []indexEntry{{Seq: 10, Base: 30, Count: 3}}}
+}
+
+func TestPagedManifestRoundTrip(t *testing.T) {
+	m := pagedManifest()
+	got, err := decodeManifest(encodeManifest(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("decoded %+v, encoded %+v", got, m)
+	}
+	// Pages out of order, a gap in offsets, or a first page below the
+	// start: ErrCorrupt.
+	for _, bad := range []func(m *manifest){
+		func(m *manifest) { m.Pages[1].Base = 11 },
+		func(m *manifest) { m.Pages[0], m.Pages[1] = m.Pages[1], m.Pages[0] },
+		func(m *manifest) { m.Start = 10 },
+		func(m *manifest) { m.Index[0].Seq = 8 },
+		func(m *manifest) { m.Pages[1].End = 13 },
+	} {
+		m := pagedManifest()
+		bad(m)
+		if _, err := decodeManifest(encodeManifest(m)); !errors.Is(err, stream.ErrCorrupt) {
+			t.Fatalf("manifest %+v: %v, want ErrCorrupt", m, err)
+		}
+	}
+	p := m.Pages[1]
+	es := []indexEntry{{Seq: 5, Base: 10, Count: 4}, {Seq: 8, Base: 14, Count: 16}}
+	back, err := decodePage(encodePage(p, es), p)
+	if err != nil || !reflect.DeepEqual(back, es) {
+		t.Fatalf("page: %v, %+v", err, back)
+	}
+	other := p
+	other.ID = putID{9}
+	if _, err := decodePage(encodePage(p, es), other); !errors.Is(err, stream.ErrCorrupt) {
+		t.Fatalf("a page read for another id: %v, want ErrCorrupt", err)
+	}
+	if _, err := decodePage(encodePage(p, es[:1]), p); !errors.Is(err, stream.ErrCorrupt) {
+		t.Fatalf("a page with fewer entries than named: %v, want ErrCorrupt", err)
+	}
+}
+
+func FuzzDecodePage(f *testing.F) {
+	p := pagedManifest().Pages[1]
+	f.Add(encodePage(p, []indexEntry{{Seq: 5, Base: 10, Count: 4}, {Seq: 8, Base: 14, Count: 16}}), p.First, p.End, p.Base, p.Next, p.N)
+	f.Fuzz(func(t *testing.T, b []byte, first, end uint64, base, next int64, n uint32) {
+		p := pageRef{First: first, End: end, Base: base, Next: next, N: n}
+		if len(b) >= 19 {
+			p.ID = putID(b[3:19])
+		}
+		es, err := decodePage(b, p)
+		if err != nil {
+			if !errors.Is(err, stream.ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		if !bytes.Equal(encodePage(p, es), b) {
 			t.Fatalf("accepted bytes do not re-encode the same")
 		}
 	})

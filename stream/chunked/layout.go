@@ -1,6 +1,7 @@
 package chunked
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,12 +11,13 @@ import (
 // root, "<name>.stream/", so that no stream's objects can be a path element
 // of another stream's objects: stream names never produce a key element
 // ending in ".stream" inside a root, and the engine's own elements (g, c, m,
-// hint, incarnation ids, 20-digit numbers) never end in it.
+// hint, x, incarnation ids, 20-digit numbers, page names) never end in it.
 const (
 	rootSuffix = ".stream/"
 	genDir     = "g/"
 	chunkDir   = "c/"
 	manDir     = "m/"
+	pageDir    = "x/"
 	hintName   = "hint"
 	seqDigits  = 20
 )
@@ -45,8 +47,11 @@ func newLayout(name, inc string) layout {
 func (l layout) chunk(seq uint64) string  { return l.prefix + chunkDir + seqName(seq) }
 func (l layout) manifest(v uint64) string { return l.prefix + manDir + seqName(v) }
 func (l layout) hint() string             { return l.prefix + hintName }
-func (l layout) chunkPrefix() string      { return l.prefix + chunkDir }
-func (l layout) String() string           { return l.prefix }
+func (l layout) page(p pageRef) string {
+	return l.prefix + pageDir + seqName(p.First) + "-" + hex.EncodeToString(p.ID[:])
+}
+func (l layout) chunkPrefix() string { return l.prefix + chunkDir }
+func (l layout) String() string      { return l.prefix }
 func (l layout) chunkSeq(key string) (uint64, bool) {
 	return parseSeq(strings.TrimPrefix(key, l.chunkPrefix()))
 }
@@ -89,5 +94,5 @@ func validIncID(id string) bool {
 			return false
 		}
 	}
-	return id != "g" && id != "c" && id != "m"
+	return id != "g" && id != "c" && id != "m" && id != "x"
 }

@@ -30,7 +30,7 @@ func (s *Store) openSession(ctx context.Context, l layout, epoch uint64) (sessio
 		}
 		self = sessionKey{Epoch: epoch, Session: v + 1}
 		mine = &manifest{Kind: manOpen, Owner: self, PutID: s.newPutID(), Start: m.Start,
-			IdxEnd: m.IdxEnd, IdxNext: m.IdxNext, IdxSess: m.IdxSess, Index: m.Index}
+			IdxEnd: m.IdxEnd, IdxNext: m.IdxNext, IdxSess: m.IdxSess, Pages: m.Pages, Index: m.Index}
 		won, other, err := s.putManifest(ctx, l, v+1, mine)
 		if err != nil {
 			return self, chain{}, err
@@ -53,7 +53,21 @@ func (s *Store) openSession(ctx context.Context, l layout, epoch uint64) (sessio
 	}
 	v++
 	s.writeHint(ctx, l, v)
-	c := s.fromManifest(v, mine)
+	c, err := s.chainOf(ctx, l, v, mine, nil)
+	if errors.Is(err, errPageGone) {
+		// Only a manifest after mine can have let a page mine names go:
+		// a Delete's or a newer session's trim.
+		if m, ok, merr := s.getManifest(ctx, l, v+1); merr == nil && ok {
+			if m.Kind == manDelete {
+				return self, chain{}, deletedErr(l)
+			}
+			return self, chain{}, fmt.Errorf("%w: stream %q: manifest %s of session %v appeared during the open of session %v",
+				stream.ErrFenced, l.name, l.manifest(v+1), m.Owner, self)
+		}
+	}
+	if err != nil {
+		return self, chain{}, err
+	}
 	if _, err := s.walk(ctx, l, &c, &self); err != nil {
 		return self, chain{}, err
 	}

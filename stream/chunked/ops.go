@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
+	"sync"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -67,6 +70,85 @@ func (s *Store) getManifest(ctx context.Context, l layout, v uint64) (m *manifes
 		return nil, false, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
 	}
 	return m, true, nil
+}
+
+// errPageGone: an index page a manifest names is absent. Only a trim's GC
+// removes pages, after a later manifest dropped them, so a walker goes on
+// to that manifest; where there is none, the stream is corrupt.
+var errPageGone = fmt.Errorf("%w: index page missing", stream.ErrCorrupt)
+
+// loadIndex returns the entries manifest m names: those of its pages that
+// reach past its start, then its own. Pages that have names too are taken
+// from it; the rest are read, a few at a time.
+func (s *Store) loadIndex(ctx context.Context, l layout, m *manifest, have *chain) ([]indexEntry, error) {
+	if len(m.Pages) == 0 {
+		return slices.Clone(m.Index), nil
+	}
+	parts := make([][]indexEntry, len(m.Pages))
+	errs := make([]error, len(m.Pages))
+	sem := make(chan struct{}, pageReads)
+	var wg sync.WaitGroup
+	for i, p := range m.Pages {
+		if parts[i] = have.pageEntries(p); parts[i] != nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			parts[i], errs[i] = s.getPage(ctx, l, p)
+			<-sem
+		}()
+	}
+	wg.Wait()
+	n := len(m.Index)
+	for i, es := range parts {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		n += len(es)
+	}
+	out := make([]indexEntry, 0, n)
+	for _, es := range parts {
+		out = append(out, es...)
+	}
+	// The first page may begin below the start.
+	i := sort.Search(len(out), func(i int) bool { return out[i].end() > m.Start })
+	return append(out[i:], m.Index...), nil
+}
+
+// pageReads bounds the index pages one loadIndex reads at once.
+const pageReads = 8
+
+// pageEntries returns the entries of page p when c names p and still
+// holds all of them, else nil.
+func (c *chain) pageEntries(p pageRef) []indexEntry {
+	if c == nil || !slices.ContainsFunc(c.Pages, func(q pageRef) bool { return q.ID == p.ID }) {
+		return nil
+	}
+	i := sort.Search(len(c.Entries), func(i int) bool { return c.Entries[i].Seq >= p.First })
+	j := i + int(p.N)
+	if j > len(c.Entries) || c.Entries[i].Seq != p.First || c.Entries[j-1].Seq != p.End-1 {
+		return nil
+	}
+	return c.Entries[i:j:j]
+}
+
+// getPage reads index page p.
+func (s *Store) getPage(ctx context.Context, l layout, p pageRef) ([]indexEntry, error) {
+	key := l.page(p)
+	b, err := s.get(ctx, key, 0, -1)
+	if errors.Is(err, stream.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", errPageGone, key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	es, err := decodePage(b, p)
+	if err != nil {
+		return nil, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
+	}
+	return es, nil
 }
 
 // getChunkHeader reads the header of slot seq; ok is false when the slot is

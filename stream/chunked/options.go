@@ -41,6 +41,13 @@ type Options struct {
 	// fence chunks and zombies behind it (default DefaultCheckpointChunks;
 	// negative: never).
 	CheckpointChunks int
+	// IndexPageEntries: a manifest names the chunks of a stream's chain
+	// by index pages of this many entries (40 bytes each), written once,
+	// plus the entries after the last page, so that a manifest of a
+	// stream with millions of chunks stays small (default
+	// DefaultIndexPageEntries; negative: no pages, every manifest lists
+	// every chunk).
+	IndexPageEntries int
 	// OpTimeout bounds every single Storage call (default DefaultOpTimeout).
 	// A put that times out has an unknown outcome and is handled as such;
 	// the append it carries fails with ErrUnavailable.
@@ -73,6 +80,9 @@ type brokenRules struct {
 	seedWithOwner bool // R7 off: seed walks with the manifest owner's session
 }
 
+// maxPageEntries bounds Options.IndexPageEntries (a page of 40 MiB).
+const maxPageEntries = 1 << 20
+
 // EngineVersion is the engine's version, the default Options.Version.
 const EngineVersion = "chunked/1"
 
@@ -83,6 +93,7 @@ const (
 	DefaultCacheBytes        = 32 << 20
 	DefaultOpTimeout         = 10 * time.Second
 	DefaultCheckpointChunks  = 1024
+	DefaultIndexPageEntries  = 1024
 )
 
 func (o Options) withDefaults() (Options, error) {
@@ -116,6 +127,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.CheckpointChunks == 0 {
 		o.CheckpointChunks = DefaultCheckpointChunks
 	}
+	if o.IndexPageEntries == 0 {
+		o.IndexPageEntries = DefaultIndexPageEntries
+	}
 	if o.OpTimeout == 0 {
 		o.OpTimeout = DefaultOpTimeout
 	}
@@ -136,6 +150,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: chunked.Options.MaxChunkBytes %d < 0", stream.ErrInvalidArgument, o.MaxChunkBytes)
 	case o.MaxInflightChunks < 0:
 		return o, fmt.Errorf("%w: chunked.Options.MaxInflightChunks %d < 0", stream.ErrInvalidArgument, o.MaxInflightChunks)
+	case o.IndexPageEntries > maxPageEntries:
+		return o, fmt.Errorf("%w: chunked.Options.IndexPageEntries %d > %d", stream.ErrInvalidArgument, o.IndexPageEntries, maxPageEntries)
 	case o.OpTimeout < 0:
 		return o, fmt.Errorf("%w: chunked.Options.OpTimeout %v < 0", stream.ErrInvalidArgument, o.OpTimeout)
 	}

@@ -22,18 +22,30 @@ type reader struct {
 }
 
 func (s *Store) openReader(ctx context.Context, l layout) (*reader, error) {
-	v, m, err := s.latestManifest(ctx, l)
-	if err != nil {
-		return nil, err
+	var gone uint64 // the version whose index page was gone, plus one
+	for {
+		v, m, err := s.latestManifest(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		if m.Kind == manDelete {
+			return nil, deletedErr(l)
+		}
+		c, err := s.chainOf(ctx, l, v, m, nil)
+		if errors.Is(err, errPageGone) && gone < v+1 {
+			// A trim since dropped the page and wrote a newer manifest.
+			gone = v + 1
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %s: %w", l.name, l.manifest(v), err)
+		}
+		r := &reader{s: s, l: l, ch: c}
+		if _, err := s.walk(ctx, l, &r.ch, nil); err != nil {
+			return nil, err
+		}
+		return r, nil
 	}
-	if m.Kind == manDelete {
-		return nil, deletedErr(l)
-	}
-	r := &reader{s: s, l: l, ch: s.fromManifest(v, m)}
-	if _, err := s.walk(ctx, l, &r.ch, nil); err != nil {
-		return nil, err
-	}
-	return r, nil
 }
 
 func (r *reader) Name() string  { return r.l.name }

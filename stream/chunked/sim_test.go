@@ -414,6 +414,10 @@ func (w *simWorld) opts(p int) Options {
 	if w.rng.IntN(4) == 0 {
 		o.CacheBytes = -1
 	}
+	// Index pages of 2-5 entries, or none.
+	if o.IndexPageEntries = 1 + w.rng.IntN(5); o.IndexPageEntries == 1 {
+		o.IndexPageEntries = -1
+	}
 	return o
 }
 

@@ -260,7 +260,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	}
 	for m.Kind != manDelete {
 		dm := &manifest{Kind: manDelete, Owner: deleteSession, PutID: s.newPutID(), Start: m.Start,
-			IdxEnd: m.IdxEnd, IdxNext: m.IdxNext, IdxSess: m.IdxSess, Index: m.Index}
+			IdxEnd: m.IdxEnd, IdxNext: m.IdxNext, IdxSess: m.IdxSess, Pages: m.Pages, Index: m.Index}
 		won, other, err := s.putManifest(ctx, l, v+1, dm)
 		if err != nil {
 			return fmt.Errorf("stream %q: delete: %w", name, err)

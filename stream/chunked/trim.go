@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sort"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -62,15 +63,19 @@ func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint b
 			return nil // a no-op, once the probe showed we are not fenced
 		}
 		start := max(newStart, w.ch.Start)
+		if err := w.writePages(ctx); err != nil {
+			return fmt.Errorf("stream %q: trim to %d: %w", w.l.name, newStart, err)
+		}
 		i, _ := slices.BinarySearchFunc(w.ch.Entries, start, func(e indexEntry, off int64) int {
 			if e.end() <= off {
 				return -1
 			}
 			return 1
 		})
+		pages, index := w.ch.indexFrom(start)
 		m := &manifest{Kind: manTrim, Owner: w.self, PutID: w.s.newPutID(), Start: start,
 			IdxEnd: w.ch.Tail.Seq, IdxNext: w.ch.Tail.Next, IdxSess: w.ch.Tail.Max,
-			Index: slices.Clone(w.ch.Entries[i:])}
+			Pages: pages, Index: index}
 		won, _, err := w.s.putManifest(ctx, w.l, v+1, m)
 		if err != nil {
 			return fmt.Errorf("stream %q: trim to %d: %w", w.l.name, newStart, err)
@@ -79,16 +84,18 @@ func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint b
 			continue // someone else's manifest holds v+1: probe again
 		}
 		moved := start > w.ch.Start
+		dropped := w.ch.Pages[:len(w.ch.Pages)-len(pages)]
 		w.ch.KnownV = v + 1
 		w.ch.Start = start
 		w.sinceManifest = 0
 		w.ch.Entries = w.ch.Entries[i:]
+		w.ch.Pages = pages
 		w.publish()
 		w.s.writeHint(ctx, w.l, v+1)
 		if moved || w.s.opts.broken.gcByOffset {
-			w.s.startGC(w.l, m)
+			w.s.startGC(w.l, m, w.ch.Entries, dropped)
 		} else {
-			w.s.collectGaps(w.l, m, w.ch.IdxEnd)
+			w.s.collectGaps(w.l, w.ch.Entries, w.ch.IdxEnd, m.IdxEnd)
 		}
 		w.ch.IdxEnd = m.IdxEnd
 		return nil
@@ -106,31 +113,61 @@ func (s *Store) gcFailed(l layout, op string, err error) {
 	s.opts.Logger.Log(context.Background(), level, "chunked: GC "+op+" failed", "stream", l.name, "err", err)
 }
 
-// collectGaps deletes, in the background, the slots in [from, m.IdxEnd)
-// that m does not index: the fence chunks and zombies written since the
-// manifest before m (R2: a subset of what m authorises). A checkpoint (a
-// manifest whose start did not move) needs no more, so it lists nothing:
-// startGC's LIST would read every chunk key of a stream that is never
-// trimmed, at every checkpoint. The keys are known, so absent ones cost
-// nothing but their place in a Delete, which is idempotent.
-func (s *Store) collectGaps(l layout, m *manifest, from uint64) {
-	i, _ := slices.BinarySearchFunc(m.Index, from, func(e indexEntry, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+// writePages writes index pages of the chain's entries after its last
+// page while a whole page of them is there, so that the next manifest
+// names them by page (Options.IndexPageEntries). A page is written once,
+// before the first manifest that names it; one whose manifest never lands
+// (the session failed first) stays until the stream is deleted.
+func (w *writer) writePages(ctx context.Context) error {
+	n := w.s.opts.IndexPageEntries
+	if n <= 0 {
+		return nil
+	}
+	end := w.ch.pagesEnd()
+	i := sort.Search(len(w.ch.Entries), func(i int) bool { return w.ch.Entries[i].Seq >= end })
+	for ; len(w.ch.Entries)-i >= n; i += n {
+		es := w.ch.Entries[i : i+n]
+		p := pageRef{ID: w.s.newPutID(), First: es[0].Seq, End: es[n-1].Seq + 1,
+			Base: es[0].Base, Next: es[n-1].end(), N: uint32(n)}
+		if err := w.s.putIfAbsent(ctx, w.l.page(p), encodePage(p, es)); err != nil {
+			return fmt.Errorf("index page: %w", err)
+		}
+		w.ch.Pages = append(w.ch.Pages, p)
+	}
+	return nil
+}
+
+// collectGaps deletes, in the background, the slots in [from, to) that
+// entries (the chain a manifest with IdxEnd to names) do not name: the
+// fence chunks and zombies written since the manifest before it (R2: a
+// subset of what that manifest authorises). A checkpoint (a manifest whose
+// start did not move) needs no more, so it lists nothing: startGC's LIST
+// would read every chunk key of a stream that is never trimmed, at every
+// checkpoint. The keys are known, so absent ones cost nothing but their
+// place in a Delete, which is idempotent.
+func (s *Store) collectGaps(l layout, entries []indexEntry, from, to uint64) {
+	i, _ := slices.BinarySearchFunc(entries, from, func(e indexEntry, seq uint64) int { return cmp.Compare(e.Seq, seq) })
 	var del []string
-	for seq := from; seq < m.IdxEnd; seq++ {
-		if i < len(m.Index) && m.Index[i].Seq == seq {
+	for seq := from; seq < to; seq++ {
+		if i < len(entries) && entries[i].Seq == seq {
 			i++
 			continue
 		}
 		del = append(del, l.chunk(seq))
 	}
-	if len(del) == 0 {
+	s.deleteLater(l, del)
+}
+
+// deleteLater deletes keys in the background, a thousand per call.
+func (s *Store) deleteLater(l layout, keys []string) {
+	if len(keys) == 0 {
 		return
 	}
 	s.gcs.Add(1)
 	go func() {
 		defer s.gcs.Done()
-		for page := range slices.Chunk(del, 1000) {
-			if err := s.call(s.ctx, "delete", l.chunkPrefix(), func(ctx context.Context) error { return s.st.Delete(ctx, page) }); err != nil {
+		for page := range slices.Chunk(keys, 1000) {
+			if err := s.call(s.ctx, "delete", l.prefix, func(ctx context.Context) error { return s.st.Delete(ctx, page) }); err != nil {
 				s.gcFailed(l, "delete", err)
 				return
 			}
@@ -141,12 +178,19 @@ func (s *Store) collectGaps(l layout, m *manifest, from uint64) {
 // startGC deletes, in the background, the slots below m.IdxEnd that m does
 // not index (R2: GC by manifest, never by offsets): chunks wholly below the
 // start, fence chunks and zombies. Slots at or after IdxEnd are never
-// touched.
-func (s *Store) startGC(l layout, m *manifest) {
+// touched. entries are the chunks m names; dropped are the index pages the
+// manifest before m named and m does not (all below m's start), deleted by
+// key.
+func (s *Store) startGC(l layout, m *manifest, entries []indexEntry, dropped []pageRef) {
 	keep := map[uint64]bool{}
-	for _, e := range m.Index {
+	for _, e := range entries {
 		keep[e.Seq] = true
 	}
+	keys := make([]string, len(dropped))
+	for i, p := range dropped {
+		keys[i] = l.page(p)
+	}
+	s.deleteLater(l, keys)
 	s.gcs.Add(1)
 	go func() {
 		defer s.gcs.Done()
