@@ -185,9 +185,15 @@ func readBack(b *testing.B, cfg Config, streams int, want int64) float64 {
 //	append linger=L inflight=I  the driver's Store: S streams, each fed
 //	                          by a goroutine keeping up to I appends
 //	                          outstanding; L = 0, 10ms, 50ms; I = 1 (one
-//	                          append at a time) and a pipelined depth,
-//	                          STRATA_BENCH_INFLIGHT (default 32) capped at
-//	                          8 MiB per stream
+//	                          append at a time) and pipelined: 8 MiB of
+//	                          payload outstanding per stream (8,192
+//	                          appends of 1 KiB, 128 of 64 KiB, 8 of
+//	                          1 MiB), the buffer of an asynchronous
+//	                          producer (Kafka's buffer.memory is 32 MiB);
+//	                          STRATA_BENCH_INFLIGHT caps the number (the
+//	                          default was 32 until 2026-11-30: 32 KiB at
+//	                          1 KiB, less than a chunk, so with a linger
+//	                          every chunk waited the linger out)
 //
 // Each kind has a prefix and a Storage of its own. The table gives MB/s,
 // p50/p99 of single operations, the test process's CPU µs per operation
@@ -210,10 +216,14 @@ func BenchmarkCompare(b *testing.B) {
 // matrix).
 var compareLingers = []time.Duration{0, 10 * time.Millisecond, 50 * time.Millisecond}
 
+// pipelinedBytes is the payload a pipelined stream keeps outstanding in
+// BenchmarkCompare.
+const pipelinedBytes = 8 << 20
+
 // compareKinds is one group of BenchmarkCompare.
 func compareKinds(b *testing.B, size, streams int) []*drivertest.Kind {
 	payload := make([]byte, size)
-	depth := max(1, min(drivertest.EnvInts("STRATA_BENCH_INFLIGHT", 32)[0], (8<<20)/size))
+	depth := max(1, min(drivertest.EnvInts("STRATA_BENCH_INFLIGHT", 8192)[0], pipelinedBytes/size))
 	deepWriters := streams * chunked.DefaultMaxInflightChunks
 	raw := putKind(b, fmt.Sprintf("raw PutObject writers=%d", streams), payload, streams, (*Storage).Put, nil)
 	rawDeep := putKind(b, fmt.Sprintf("raw PutObject writers=%d", deepWriters), payload, deepWriters, (*Storage).Put, nil)

@@ -86,11 +86,19 @@ func (s *Store) loadIndex(ctx context.Context, l layout, m *manifest, have *chai
 	}
 	parts := make([][]indexEntry, len(m.Pages))
 	errs := make([]error, len(m.Pages))
+	known := map[putID]bool{}
+	if have != nil {
+		for _, p := range have.Pages {
+			known[p.ID] = true
+		}
+	}
 	sem := make(chan struct{}, pageReads)
 	var wg sync.WaitGroup
 	for i, p := range m.Pages {
-		if parts[i] = have.pageEntries(p); parts[i] != nil {
-			continue
+		if known[p.ID] {
+			if parts[i] = have.pageEntries(p); parts[i] != nil {
+				continue
+			}
 		}
 		wg.Add(1)
 		sem <- struct{}{}
@@ -120,12 +128,9 @@ func (s *Store) loadIndex(ctx context.Context, l layout, m *manifest, have *chai
 // pageReads bounds the index pages one loadIndex reads at once.
 const pageReads = 8
 
-// pageEntries returns the entries of page p when c names p and still
+// pageEntries returns the entries of page p, which c names, when c still
 // holds all of them, else nil.
 func (c *chain) pageEntries(p pageRef) []indexEntry {
-	if c == nil || !slices.ContainsFunc(c.Pages, func(q pageRef) bool { return q.ID == p.ID }) {
-		return nil
-	}
 	i := sort.Search(len(c.Entries), func(i int) bool { return c.Entries[i].Seq >= p.First })
 	j := i + int(p.N)
 	if j > len(c.Entries) || c.Entries[i].Seq != p.First || c.Entries[j-1].Seq != p.End-1 {
