@@ -57,12 +57,8 @@ func (s *Store) openSession(ctx context.Context, l layout, epoch uint64) (sessio
 	if errors.Is(err, errPageGone) {
 		// Only a manifest after mine can have let a page mine names go:
 		// a Delete's or a newer session's trim.
-		if m, ok, merr := s.getManifest(ctx, l, v+1); merr == nil && ok {
-			if m.Kind == manDelete {
-				return self, chain{}, deletedErr(l)
-			}
-			return self, chain{}, fmt.Errorf("%w: stream %q: manifest %s of session %v appeared during the open of session %v",
-				stream.ErrFenced, l.name, l.manifest(v+1), m.Owner, self)
+		if oerr := s.overtaken(ctx, l, v, self); oerr != nil {
+			return self, chain{}, oerr
 		}
 	}
 	if err != nil {
@@ -78,16 +74,25 @@ func (s *Store) openSession(ctx context.Context, l layout, epoch uint64) (sessio
 	if s.opts.broken.noWalkProbe {
 		return self, c, nil
 	}
-	if m, ok, err := s.getManifest(ctx, l, c.KnownV+1); err != nil {
+	if err := s.overtaken(ctx, l, c.KnownV, self); err != nil {
 		return self, chain{}, err
-	} else if ok {
-		if m.Kind == manDelete {
-			return self, chain{}, deletedErr(l)
-		}
-		return self, chain{}, fmt.Errorf("%w: stream %q: manifest %s of session %v appeared during the open of session %v",
-			stream.ErrFenced, l.name, l.manifest(c.KnownV+1), m.Owner, self)
 	}
 	return self, c, nil
+}
+
+// overtaken is the error that ends the open of session self when a
+// manifest follows version v: the delete manifest's, or ErrFenced for a
+// newer session's; nil when none does.
+func (s *Store) overtaken(ctx context.Context, l layout, v uint64, self sessionKey) error {
+	m, ok, err := s.getManifest(ctx, l, v+1)
+	switch {
+	case err != nil || !ok:
+		return err
+	case m.Kind == manDelete:
+		return deletedErr(l)
+	}
+	return fmt.Errorf("%w: stream %q: manifest %s of session %v appeared during the open of session %v",
+		stream.ErrFenced, l.name, l.manifest(v+1), m.Owner, self)
 }
 
 // putManifest puts manifest v. won reports that the stored object is this

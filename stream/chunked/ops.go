@@ -78,8 +78,8 @@ func (s *Store) getManifest(ctx context.Context, l layout, v uint64) (m *manifes
 var errPageGone = fmt.Errorf("%w: index page missing", stream.ErrCorrupt)
 
 // loadIndex returns the entries manifest m names: those of its pages that
-// reach past its start, then its own. Pages that have names too are taken
-// from it; the rest are read, a few at a time.
+// reach past its start, then its own. The entries of pages that chain have
+// also names are taken from it; the rest are read, a few at a time.
 func (s *Store) loadIndex(ctx context.Context, l layout, m *manifest, have *chain) ([]indexEntry, error) {
 	if len(m.Pages) == 0 {
 		return slices.Clone(m.Index), nil

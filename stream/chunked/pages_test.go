@@ -106,6 +106,9 @@ func TestManifestsNameIndexPages(t *testing.T) {
 	if 5*pagedTotal > flat.manifests.Load() {
 		t.Fatalf("metadata bytes: %d with pages, %d without: want at least 5x fewer", pagedTotal, flat.manifests.Load())
 	}
+	if n := paged.RequestStats().Lists; n != 0 {
+		t.Fatalf("%d LIST requests: pages and manifests are found without listing", n)
+	}
 	// A new session and a reader of another Store see every batch.
 	s2 := newTestStore(t, paged, Options{Driver: "pages-test", IndexPageEntries: 5})
 	w := mustOpen(t, s2, "p", 2)
