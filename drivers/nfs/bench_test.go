@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,9 +23,18 @@ import (
 //
 //	raw          per writer: write temp + fsync + close + link(2) + unlink
 //	raw+dirsync  the same + fsync of the directory (the driver's durable put)
+//	raw direct   raw, with the block-aligned bulk written with O_DIRECT as
+//	             the driver does for puts of DirectMinBytes or more (only
+//	             at those sizes)
 //	fsync        per writer: write a new file + fsync ("one fsync")
 //	Storage.PutIfAbsent  per writer: the driver's Storage alone, no engine
-//	append       the driver: linger 0 / 2ms × 1 / 32 appends in flight per stream
+//	append       the driver: linger 0 / 2ms; one append at a time per
+//	             stream (inflight=1), or pipelined: drivertest.PipelinedBytes
+//	             (8 MiB) of payload outstanding per stream (inflight=8192 at
+//	             1 KiB, 128 at 64 KiB, 8 at 1 MiB; STRATA_BENCH_INFLIGHT
+//	             caps it). Until 2026-11-30 it was 32 appends, at most
+//	             32 MiB: 512 MiB queued at 1 MiB with 16 streams, more than
+//	             a slice's worth, so that row measured filling and draining.
 //
 // with as many writers as streams (STRATA_BENCH_SIZES and
 // STRATA_BENCH_STREAMS, comma-separated, narrow the matrix;
@@ -33,7 +43,7 @@ import (
 // MB/s as a share of raw. STRATA_BENCH_OUT names a file to write the table
 // to as well. Results: docs/benchmarks.md.
 func BenchmarkCompare(b *testing.B) {
-	table := drivertest.NewTable([]string{"raw", "raw+dirsync"})
+	table := drivertest.NewTable([]string{"raw", "raw+dirsync", "raw direct"})
 	drivertest.Compare(b, table, []int{1 << 10, 64 << 10, 1 << 20}, []int{1, 16}, func(size, streams int) []*drivertest.Kind {
 		return compareKinds(b, size, streams)
 	})
@@ -41,53 +51,97 @@ func BenchmarkCompare(b *testing.B) {
 
 // compareKinds is one group of BenchmarkCompare: size-byte payloads,
 // streams streams (and as many raw writers), each kind in a directory of
-// its own under a fresh root.
+// its own under a fresh root. Each kind's directory is removed when the
+// group ends (a whole run writes more than 50 GB at 1-2 GB/s).
 func compareKinds(b *testing.B, size, streams int) []*drivertest.Kind {
 	root := freshRoot(b)
-	payload := make([]byte, size)
-	raw := &drivertest.Kind{Name: "raw", Run: rawRunner(b, filepath.Join(root, "raw"), payload, streams, false)}
-	rawSync := &drivertest.Kind{Name: "raw+dirsync", Run: rawRunner(b, filepath.Join(root, "rawsync"), payload, streams, true)}
-	refs := []*drivertest.Kind{raw, rawSync}
-	kinds := []*drivertest.Kind{
-		raw,
-		rawSync,
-		{Name: "fsync", Run: fsyncRunner(b, filepath.Join(root, "fsync"), payload, streams)},
-		{Name: "Storage.PutIfAbsent", Run: storageRunner(b, filepath.Join(root, "storage"), payload, streams), Of: refs},
+	payload := alignedBytes(size, 4096, 0)
+	kind := func(name, dir string, of []*drivertest.Kind, run func(dir string) (drivertest.Runner, func())) *drivertest.Kind {
+		dir = filepath.Join(root, dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		r, release := run(dir)
+		return &drivertest.Kind{Name: name, Run: r, Of: of, Close: func() {
+			if release != nil {
+				release()
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				b.Error(err)
+			}
+			syscall.Sync() // the freed blocks' discards, before the next group
+		}}
 	}
+	rawKind := func(name, dir string, mode rawMode) *drivertest.Kind {
+		return kind(name, dir, nil, func(dir string) (drivertest.Runner, func()) {
+			return rawRunner(b, dir, payload, streams, mode), nil
+		})
+	}
+	raw, rawSync := rawKind("raw", "raw", rawPlain), rawKind("raw+dirsync", "rawsync", rawDirSync)
+	refs := []*drivertest.Kind{raw, rawSync, nil}
+	kinds := []*drivertest.Kind{raw, rawSync}
+	if size >= DirectMinBytes {
+		refs[2] = rawKind("raw direct", "rawdirect", rawDirect)
+		kinds = append(kinds, refs[2])
+	}
+	kinds = append(kinds,
+		kind("fsync", "fsync", nil, func(dir string) (drivertest.Runner, func()) {
+			return fsyncRunner(b, dir, payload, streams), nil
+		}),
+		kind("Storage.PutIfAbsent", "storage", refs, func(dir string) (drivertest.Runner, func()) {
+			return storageRunner(b, dir, payload, streams)
+		}),
+	)
 	for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
-		for _, inflight := range []int{1, 32} {
-			kinds = append(kinds, &drivertest.Kind{
-				Name: fmt.Sprintf("append linger=%v inflight=%d", linger, inflight),
-				Run:  appendRunner(b, filepath.Join(root, fmt.Sprintf("l%vi%d", linger, inflight)), payload, streams, linger, inflight),
-				Of:   refs,
-			})
+		for _, inflight := range []int{1, drivertest.PipelineDepth(size)} {
+			name := fmt.Sprintf("append linger=%v inflight=%d", linger, inflight)
+			kinds = append(kinds, kind(name, fmt.Sprintf("l%vi%d", linger, inflight), refs, func(dir string) (drivertest.Runner, func()) {
+				return appendRunner(b, dir, payload, streams, linger, inflight)
+			}))
 		}
 	}
 	return kinds
 }
 
+// rawMode is what a raw loop adds to write temp + fsync + link.
+type rawMode int
+
+const (
+	rawPlain   rawMode = iota
+	rawDirSync         // fsync of the directory after the link
+	rawDirect          // the block-aligned bulk written with O_DIRECT
+)
+
 // rawRunner: each writer loops write temp + fsync + close + link to a new
-// name (+ fsync of the directory) + unlink temp, in a directory of its own,
-// as the driver does for each chunk.
-func rawRunner(b testing.TB, dir string, payload []byte, writers int, dirsync bool) drivertest.Runner {
+// name + unlink temp (and what mode adds), in a directory of its own, as
+// the driver does for each chunk.
+func rawRunner(b testing.TB, dir string, payload []byte, writers int, mode rawMode) drivertest.Runner {
 	for w := range writers {
 		if err := os.MkdirAll(filepath.Join(dir, strconv.Itoa(w)), 0o755); err != nil {
 			b.Fatal(err)
 		}
 	}
 	return drivertest.LoopRunner(b, len(payload), writers, func(w, seq int) error {
-		return rawPut(filepath.Join(dir, strconv.Itoa(w)), strconv.Itoa(seq), payload, dirsync)
+		return rawPut(filepath.Join(dir, strconv.Itoa(w)), strconv.Itoa(seq), payload, mode)
 	})
 }
 
-// writeSynced creates path (which must not exist), writes payload, fsyncs
-// and closes it.
-func writeSynced(path string, payload []byte) error {
+// writeSynced creates path (which must not exist), writes payload (the
+// 4 KiB-aligned bulk with O_DIRECT when direct), fsyncs and closes it.
+func writeSynced(path string, payload []byte, direct bool) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(payload)
+	rest := payload
+	if direct {
+		bulk := len(payload) &^ 4095
+		err = writeDirect(f, payload[:bulk])
+		rest = payload[bulk:]
+	}
+	if err == nil {
+		_, err = f.Write(rest)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -97,13 +151,13 @@ func writeSynced(path string, payload []byte) error {
 	return err
 }
 
-func rawPut(dir, name string, payload []byte, dirsync bool) error {
+func rawPut(dir, name string, payload []byte, mode rawMode) error {
 	tmp := filepath.Join(dir, "t")
-	err := writeSynced(tmp, payload)
+	err := writeSynced(tmp, payload, mode == rawDirect)
 	if err == nil {
 		err = os.Link(tmp, filepath.Join(dir, name))
 	}
-	if err == nil && dirsync {
+	if err == nil && mode == rawDirSync {
 		var d *os.File
 		if d, err = os.Open(dir); err == nil {
 			err = d.Sync()
@@ -118,43 +172,31 @@ func rawPut(dir, name string, payload []byte, dirsync bool) error {
 
 // fsyncRunner: each writer loops write a new file + fsync + close.
 func fsyncRunner(b testing.TB, dir string, payload []byte, writers int) drivertest.Runner {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		b.Fatal(err)
-	}
 	return drivertest.LoopRunner(b, len(payload), writers, func(w, seq int) error {
-		return writeSynced(filepath.Join(dir, fmt.Sprintf("%d-%d", w, seq)), payload)
+		return writeSynced(filepath.Join(dir, fmt.Sprintf("%d-%d", w, seq)), payload, false)
 	})
 }
 
 // storageRunner: each writer loops Storage.PutIfAbsent of new keys of its
-// own: the driver without the engine.
-func storageRunner(b testing.TB, root string, payload []byte, writers int) drivertest.Runner {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		b.Fatal(err)
-	}
+// own: the driver without the engine. The func closes the Storage.
+func storageRunner(b testing.TB, root string, payload []byte, writers int) (drivertest.Runner, func()) {
 	st, err := openStorage(b.Context(), configFor(root))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { st.Close() })
 	return drivertest.LoopRunner(b, len(payload), writers, func(w, seq int) error {
 		return st.PutIfAbsent(b.Context(), fmt.Sprintf("w%d/c/%020d", w, seq), payload)
-	})
+	}), func() { st.Close() }
 }
 
 // appendRunner: a Store on its own directory with streams streams; each
-// stream's goroutine keeps up to inflight appends outstanding (at most
-// 32 MiB) until the deadline, then waits for the rest. Latency is from
-// Append to ack.
-func appendRunner(b *testing.B, root string, payload []byte, streams int, linger time.Duration, inflight int) drivertest.Runner {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		b.Fatal(err)
-	}
+// stream's goroutine keeps up to inflight appends outstanding until the
+// deadline, then waits for the rest. Latency is from Append to ack. The
+// func closes the Store.
+func appendRunner(b *testing.B, root string, payload []byte, streams int, linger time.Duration, inflight int) (drivertest.Runner, func()) {
 	s, err := Open(b.Context(), configFor(root, "linger: "+linger.String()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { s.Close() })
-	inflight = max(1, min(inflight, (32<<20)/len(payload)))
-	return drivertest.AppendRunner(b, drivertest.OpenStreams(b, s, streams), payload, inflight)
+	return drivertest.AppendRunner(b, drivertest.OpenStreams(b, s, streams), payload, inflight), func() { s.Close() }
 }

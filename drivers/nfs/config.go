@@ -24,6 +24,7 @@ import (
 //	create_root: false       # create root (and parents) if missing
 //	fsync: true              # fsync files and directories (default true)
 //	temp_max_age: 1h         # temp files older than this are torn: removed
+//	direct_io: true          # write the bulk of large puts with O_DIRECT
 //	linger: 0s               # engine: group-commit wait
 //	max_chunk_bytes: 4194304 # engine: group-commit byte threshold
 //	max_inflight_chunks: 4   # engine: chunk puts in flight per stream
@@ -47,6 +48,13 @@ type Config struct {
 	// (default 1h). Temp files of dead processes of this host are removed
 	// at once, whatever their age.
 	TempMaxAge time.Duration `yaml:"temp_max_age"`
+	// DirectIO writes the block-aligned bulk of puts of DirectMinBytes or
+	// more (the engine's larger chunks) with O_DIRECT, so that the kernel
+	// does not copy them into the page cache (default true). Where the file
+	// system refuses O_DIRECT (tmpfs, some FUSE mounts) the Storage writes
+	// through the page cache, as with DirectIO off. Durability is the same
+	// either way: the temp file is fsynced before it is linked.
+	DirectIO *bool `yaml:"direct_io"`
 
 	// Linger is the engine's group-commit wait (chunked.Options.Linger).
 	Linger time.Duration `yaml:"linger"`
@@ -168,3 +176,7 @@ func (c Config) withDefaults() Config {
 
 // fsync reports whether fsync is on (Config.Fsync, default true).
 func (c Config) fsync() bool { return c.Fsync == nil || *c.Fsync }
+
+// directIO reports whether direct writes are on (Config.DirectIO, default
+// true).
+func (c Config) directIO() bool { return c.DirectIO == nil || *c.DirectIO }

@@ -28,7 +28,8 @@ const crashWriterEnv = "STRATA_NFS_CRASH_WRITER"
 // function of (round, i), so the parent can check what it reads without the
 // writer telling it more than the offsets.
 func crashBatch(round, i int) stream.Batch {
-	size := []int{10, 700, 3000, 65_000, 150}[i%5]
+	// 400,000 bytes: a chunk holding it goes out with O_DIRECT (DirectMinBytes).
+	size := []int{10, 700, 3000, 65_000, 150, 400_000}[i%6]
 	p := make([]byte, size)
 	r := rand.New(rand.NewPCG(uint64(round), uint64(i)))
 	for j := range p {

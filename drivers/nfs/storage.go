@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/chunked"
@@ -27,12 +28,24 @@ import (
 // cache: every read opens the file (close-to-open consistency) and sizes
 // come from fstat of the open file. Safe for concurrent use, also from
 // several processes and hosts on the same root.
+//
+// The block-aligned bulk of a large put (DirectMinBytes or more, from a
+// suitably aligned buffer, as the engine's chunks are) is written with
+// O_DIRECT where the file system allows it (Config.DirectIO): the device
+// reads the bytes from the put's buffer instead of the kernel copying them
+// into the page cache first. That changes where the bytes travel, not the
+// protocol: the temp file is still fsynced before it is linked.
 type Storage struct {
 	root    string // Config.Root, cleaned
 	objects string // root/objects
 	tmp     string // root/tmp
 	fsync   bool
 	log     *slog.Logger
+
+	// dioAlign is the alignment direct writes need; 0: no direct writes
+	// (Config.DirectIO off, or the file system refuses O_DIRECT).
+	dioAlign     atomic.Int64
+	directWrites atomic.Int64 // puts whose bulk went out with O_DIRECT
 
 	tmpPrefix string       // "<host>-<pid>-<random>-"
 	tmpSeq    atomic.Int64 // numbers this Storage's temp files
@@ -86,7 +99,31 @@ func OpenStorage(ctx context.Context, c Config, logger *slog.Logger) (*Storage, 
 		}
 	}
 	s.cleanTemp(c.TempMaxAge)
+	if c.directIO() {
+		s.probeDirect()
+	}
 	return s, nil
+}
+
+// DirectMinBytes is the smallest put whose bulk the Storage writes with
+// O_DIRECT (Config.DirectIO); smaller ones go through the page cache.
+const DirectMinBytes = 256 << 10
+
+// probeDirect finds out, on a probe temp file, whether and with what
+// alignment the file system takes O_DIRECT writes.
+func (s *Storage) probeDirect() {
+	f, path, err := s.createTemp()
+	if err != nil {
+		s.log.Warn("cannot probe for direct I/O; writing through the page cache", "err", err)
+		return
+	}
+	align := directAlign(f)
+	f.Close()
+	os.Remove(path)
+	if align == 0 {
+		s.log.Info("the file system refuses O_DIRECT; writing through the page cache", "dir", s.tmp)
+	}
+	s.dioAlign.Store(int64(align))
 }
 
 // unavailable wraps err as stream.ErrUnavailable, naming the operation,
@@ -158,9 +195,8 @@ func (s *Storage) syncDir(dir string) error {
 	return err
 }
 
-// writeTemp writes data to a new temp file, fsyncs and closes it (checking
-// Close: NFS reports write errors there) and returns its path.
-func (s *Storage) writeTemp(data []byte) (string, error) {
+// createTemp creates a new, empty temp file of this Storage.
+func (s *Storage) createTemp() (*os.File, string, error) {
 	path := filepath.Join(s.tmp, s.tmpPrefix+strconv.FormatInt(s.tmpSeq.Add(1), 10)+tmpSuffix)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if isAbsent(err) {
@@ -170,10 +206,17 @@ func (s *Storage) writeTemp(data []byte) (string, error) {
 			f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		}
 	}
+	return f, path, err
+}
+
+// writeTemp writes data to a new temp file, fsyncs and closes it (checking
+// Close: NFS reports write errors there) and returns its path.
+func (s *Storage) writeTemp(data []byte) (string, error) {
+	f, path, err := s.createTemp()
 	if err != nil {
 		return "", err
 	}
-	_, err = f.Write(data)
+	err = s.writeData(f, data)
 	if err == nil && s.fsync {
 		err = f.Sync()
 	}
@@ -190,6 +233,33 @@ func (s *Storage) writeTemp(data []byte) (string, error) {
 // linkRetries bounds how often a put re-makes directories that a
 // concurrent Delete pruned between its mkdir and its link.
 const linkRetries = 8
+
+// writeData writes data to the new, empty file f: the block-aligned bulk
+// with O_DIRECT when data is large and aligned enough and the file system
+// takes it, the rest (or all of it) through the page cache.
+func (s *Storage) writeData(f *os.File, data []byte) error {
+	align := int(s.dioAlign.Load())
+	if align == 0 || len(data) < DirectMinBytes || uintptr(unsafe.Pointer(unsafe.SliceData(data)))%uintptr(align) != 0 {
+		_, err := f.Write(data)
+		return err
+	}
+	bulk := len(data) &^ (align - 1)
+	err := writeDirect(f, data[:bulk])
+	switch {
+	case err == nil:
+		s.directWrites.Add(1)
+		_, err = f.Write(data[bulk:])
+	case errors.Is(err, syscall.EINVAL):
+		// Refused after all (another file system mounted over the root
+		// since the probe?): stop trying, and write it all again through
+		// the page cache, from the start whatever the refused write left.
+		if s.dioAlign.Swap(0) != 0 {
+			s.log.Warn("the file system refused an O_DIRECT write; writing through the page cache from now on", "dir", s.tmp, "err", err)
+		}
+		_, err = f.WriteAt(data, 0)
+	}
+	return err
+}
 
 // PutIfAbsent implements chunked.Storage: temp file, fsync, link(2) to the
 // final name (EEXIST: taken), fsync of the directory.

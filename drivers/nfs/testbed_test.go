@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stratastream/strata/drivers/internal/drivertest"
 )
@@ -45,4 +46,16 @@ func openStorage(ctx context.Context, config []byte) (*Storage, error) {
 		return nil, err
 	}
 	return OpenStorage(ctx, c, nil)
+}
+
+// alignedBytes is n bytes of a pattern (seeded by seed) starting at an
+// address that is a multiple of align.
+func alignedBytes(n, align, seed int) []byte {
+	buf := make([]byte, n+align)
+	off := (align - int(uintptr(unsafe.Pointer(&buf[0])))%align) % align
+	p := buf[off : off+n : off+n]
+	for i := range p {
+		p[i] = byte(i*7 + seed)
+	}
+	return p
 }

@@ -216,14 +216,10 @@ func BenchmarkCompare(b *testing.B) {
 // matrix).
 var compareLingers = []time.Duration{0, 10 * time.Millisecond, 50 * time.Millisecond}
 
-// pipelinedBytes is the payload a pipelined stream keeps outstanding in
-// BenchmarkCompare.
-const pipelinedBytes = 8 << 20
-
 // compareKinds is one group of BenchmarkCompare.
 func compareKinds(b *testing.B, size, streams int) []*drivertest.Kind {
 	payload := make([]byte, size)
-	depth := max(1, min(drivertest.EnvInts("STRATA_BENCH_INFLIGHT", 8192)[0], pipelinedBytes/size))
+	depth := drivertest.PipelineDepth(size)
 	deepWriters := streams * chunked.DefaultMaxInflightChunks
 	raw := putKind(b, fmt.Sprintf("raw PutObject writers=%d", streams), payload, streams, (*Storage).Put, nil)
 	rawDeep := putKind(b, fmt.Sprintf("raw PutObject writers=%d", deepWriters), payload, deepWriters, (*Storage).Put, nil)

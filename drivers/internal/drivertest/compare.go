@@ -29,9 +29,25 @@ import (
 //	STRATA_BENCH_STREAMS  numbers of streams, comma-separated
 //	STRATA_BENCH_ROUNDS   rounds per group (default 8)
 //	STRATA_BENCH_OUT      a file to write the table to as well
+//	STRATA_BENCH_INFLIGHT caps PipelineDepth (default 8192)
 
 // CompareSlice is how long each kind runs per round.
 const CompareSlice = 250 * time.Millisecond
+
+// PipelinedBytes is the payload a pipelined stream keeps outstanding
+// (appended, not yet acked) in a comparison: the buffer of an asynchronous
+// producer (Kafka's buffer.memory is 32 MiB for all of a producer's
+// partitions). It also bounds how long a slice spends filling and
+// draining its pipeline: 16 streams with 32 MiB each queued more than a
+// whole CompareSlice of work on the nfs driver.
+const PipelinedBytes = 8 << 20
+
+// PipelineDepth is how many size-byte appends a pipelined stream keeps
+// outstanding: PipelinedBytes worth (8,192 of 1 KiB, 128 of 64 KiB, 8 of
+// 1 MiB), at most STRATA_BENCH_INFLIGHT.
+func PipelineDepth(size int) int {
+	return max(1, min(EnvInts("STRATA_BENCH_INFLIGHT", 8192)[0], PipelinedBytes/max(1, size)))
+}
 
 // Runner runs one kind for a slice of time d and returns the payload
 // bytes it moved, the wall time until its last operation finished (d plus

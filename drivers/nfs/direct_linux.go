@@ -1,0 +1,82 @@
+package nfs
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// directAlign is the alignment of buffer address, file offset and length
+// that O_DIRECT writes to f need, or 0 when f's file system refuses
+// O_DIRECT. It asks statx(STATX_DIOALIGN) where the file system answers,
+// and rounds up to 4 KiB (page-aligned buffers are the common case);
+// otherwise it assumes 4 KiB, and a write it refuses later turns direct
+// writes off (Storage.writeData).
+func directAlign(f *os.File) int {
+	align := 4096
+	var st unix.Statx_t
+	if err := statxFile(f, &st); err == nil && st.Mask&unix.STATX_DIOALIGN != 0 {
+		if st.Dio_mem_align == 0 || st.Dio_offset_align == 0 {
+			return 0 // the file system says: no direct I/O on this file
+		}
+		align = max(align, int(st.Dio_mem_align), int(st.Dio_offset_align))
+	}
+	if setDirect(f, true) != nil {
+		return 0
+	}
+	if setDirect(f, false) != nil {
+		return 0
+	}
+	return align
+}
+
+func statxFile(f *os.File, st *unix.Statx_t) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.Statx(int(fd), "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, st)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// setDirect turns O_DIRECT on or off for f's open file description.
+func setDirect(f *os.File, on bool) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := c.Control(func(fd uintptr) {
+		var fl int
+		if fl, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0); ferr != nil {
+			return
+		}
+		if on {
+			fl |= unix.O_DIRECT
+		} else {
+			fl &^= unix.O_DIRECT
+		}
+		_, ferr = unix.FcntlInt(fd, unix.F_SETFL, fl)
+	}); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// writeDirect writes p (aligned as directAlign says) at f's offset with
+// O_DIRECT, and turns O_DIRECT off again whatever happens.
+func writeDirect(f *os.File, p []byte) error {
+	if err := setDirect(f, true); err != nil {
+		return err
+	}
+	_, err := f.Write(p)
+	if oerr := setDirect(f, false); err == nil {
+		err = oerr
+	}
+	return err
+}
