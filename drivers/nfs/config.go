@@ -24,7 +24,7 @@ import (
 //	create_root: false       # create root (and parents) if missing
 //	fsync: true              # fsync files and directories (default true)
 //	temp_max_age: 1h         # temp files older than this are torn: removed
-//	direct_io: true          # write the bulk of large puts with O_DIRECT
+//	direct_io: true          # write the bulk of large puts with O_DIRECT (default: as fsync)
 //	linger: 0s               # engine: group-commit wait
 //	max_chunk_bytes: 4194304 # engine: group-commit byte threshold
 //	max_inflight_chunks: 4   # engine: chunk puts in flight per stream
@@ -50,10 +50,12 @@ type Config struct {
 	TempMaxAge time.Duration `yaml:"temp_max_age"`
 	// DirectIO writes the block-aligned bulk of puts of DirectMinBytes or
 	// more (the engine's larger chunks) with O_DIRECT, so that the kernel
-	// does not copy them into the page cache (default true). Where the file
-	// system refuses O_DIRECT (tmpfs, some FUSE mounts) the Storage writes
-	// through the page cache, as with DirectIO off. Durability is the same
-	// either way: the temp file is fsynced before it is linked.
+	// does not copy them into the page cache. Default: on when Fsync is on.
+	// With Fsync off a put does not wait for the device, and a direct write
+	// would make it wait. Where the file system refuses O_DIRECT (some FUSE
+	// mounts, old tmpfs) the Storage writes through the page cache, as with
+	// DirectIO off. Durability is the same either way: the temp file is
+	// fsynced before it is linked.
 	DirectIO *bool `yaml:"direct_io"`
 
 	// Linger is the engine's group-commit wait (chunked.Options.Linger).
@@ -177,6 +179,11 @@ func (c Config) withDefaults() Config {
 // fsync reports whether fsync is on (Config.Fsync, default true).
 func (c Config) fsync() bool { return c.Fsync == nil || *c.Fsync }
 
-// directIO reports whether direct writes are on (Config.DirectIO, default
-// true).
-func (c Config) directIO() bool { return c.DirectIO == nil || *c.DirectIO }
+// directIO reports whether direct writes are on (Config.DirectIO, default:
+// as fsync).
+func (c Config) directIO() bool {
+	if c.DirectIO == nil {
+		return c.fsync()
+	}
+	return *c.DirectIO
+}

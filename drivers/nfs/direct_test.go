@@ -223,3 +223,24 @@ func mountExt4(t *testing.T, size string) string {
 	})
 	return dir
 }
+
+// TestDirectIODefault: direct writes follow fsync unless set.
+func TestDirectIODefault(t *testing.T) {
+	for _, c := range []struct {
+		extra []string
+		want  bool
+	}{
+		{nil, true},
+		{[]string{"fsync: false"}, false},
+		{[]string{"fsync: false", "direct_io: true"}, true},
+		{[]string{"direct_io: false"}, false},
+	} {
+		cfg, err := ParseConfig(configFor("/x", c.extra...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.directIO(); got != c.want {
+			t.Errorf("%q: direct I/O %v, want %v", c.extra, got, c.want)
+		}
+	}
+}
