@@ -136,7 +136,7 @@ func writeSynced(path string, payload []byte, direct bool) error {
 	rest := payload
 	if direct {
 		bulk := len(payload) &^ 4095
-		err = writeDirect(f, payload[:bulk])
+		_, err = writeDirect(f, payload[:bulk])
 		rest = payload[bulk:]
 	}
 	if err == nil {

@@ -20,6 +20,9 @@ func directAlign(f *os.File) int {
 			return 0 // the file system says: no direct I/O on this file
 		}
 		align = max(align, int(st.Dio_mem_align), int(st.Dio_offset_align))
+		if align&(align-1) != 0 {
+			return 0 // not a power of two: no file system does that; stay safe
+		}
 	}
 	if setDirect(f, true) != nil {
 		return 0
@@ -69,14 +72,15 @@ func setDirect(f *os.File, on bool) error {
 }
 
 // writeDirect writes p (aligned as directAlign says) at f's offset with
-// O_DIRECT, and turns O_DIRECT off again whatever happens.
-func writeDirect(f *os.File, p []byte) error {
+// O_DIRECT, turns O_DIRECT off again whatever happens, and returns how
+// many bytes it wrote.
+func writeDirect(f *os.File, p []byte) (int, error) {
 	if err := setDirect(f, true); err != nil {
-		return err
+		return 0, err
 	}
-	_, err := f.Write(p)
+	n, err := f.Write(p)
 	if oerr := setDirect(f, false); err == nil {
 		err = oerr
 	}
-	return err
+	return n, err
 }

@@ -244,11 +244,16 @@ func (s *Storage) writeData(f *os.File, data []byte) error {
 		return err
 	}
 	bulk := len(data) &^ (align - 1)
-	err := writeDirect(f, data[:bulk])
+	n, err := writeDirect(f, data[:bulk])
 	switch {
 	case err == nil:
 		s.directWrites.Add(1)
 		_, err = f.Write(data[bulk:])
+	case errors.Is(err, syscall.EINVAL) && n > 0:
+		// A short direct write (the disk filling up?) left an unaligned
+		// rest, which O_DIRECT refuses: write the rest through the page
+		// cache, after what went out directly.
+		_, err = f.Write(data[n:])
 	case errors.Is(err, syscall.EINVAL):
 		// Refused after all (another file system mounted over the root
 		// since the probe?): stop trying, and write it all again through
