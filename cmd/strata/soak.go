@@ -79,6 +79,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		streams    = fs.Int("streams", 4, "streams raced on")
 		owners     = fs.Int("owners", 4, "owners racing for each stream per round")
 		appends    = fs.Int("appends", 8, "most pipelined appends of one owner per round")
+		payload    = fs.Int("payload-bytes", 200, "each append carries 0 to this many random bytes after its 24-byte header (large values exercise a driver's large-put path)")
 		hosts      = fs.Int("hosts", 2, "stores (driver processes out of process) the owners share")
 		seed       = fs.Uint64("seed", 0, "workload seed (default: random, printed)")
 		asJSON     = fs.Bool("json", false, "print one JSON object instead of the table")
@@ -98,8 +99,8 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if *rounds <= 0 || *streams <= 0 || *owners <= 0 || *appends <= 0 || *hosts <= 0 || *leakWait <= 0 {
-		return bad("--rounds, --streams, --owners, --appends, --hosts and --leak-wait must be positive")
+	if *rounds <= 0 || *streams <= 0 || *owners <= 0 || *appends <= 0 || *payload <= 0 || *hosts <= 0 || *leakWait <= 0 {
+		return bad("--rounds, --streams, --owners, --appends, --payload-bytes, --hosts and --leak-wait must be positive")
 	}
 	if *kill {
 		*outOfProc = true
@@ -128,16 +129,17 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	began := time.Now()
 	prefix := fmt.Sprintf("soak-%d-%d", *seed, time.Now().UnixNano()%1e9)
 	cfg := soak.Config{
-		NewStore:  hs.newStore,
-		Hosts:     *hosts,
-		Streams:   *streams,
-		Owners:    *owners,
-		Rounds:    *rounds,
-		Appends:   *appends,
-		Seed:      *seed,
-		OpTimeout: *opTimeout,
-		LeakWait:  *leakWait,
-		Duration:  *duration,
+		NewStore:     hs.newStore,
+		Hosts:        *hosts,
+		Streams:      *streams,
+		Owners:       *owners,
+		Rounds:       *rounds,
+		Appends:      *appends,
+		PayloadBytes: *payload,
+		Seed:         *seed,
+		OpTimeout:    *opTimeout,
+		LeakWait:     *leakWait,
+		Duration:     *duration,
 		Release: func(ctx context.Context, rep *soak.Report) {
 			if rep.OK() && !*keep {
 				hs.deleteStreams(ctx, prefix)

@@ -64,6 +64,11 @@ type Config struct {
 	Rounds int
 	// Appends is the most pipelined appends of one owner in a round (8).
 	Appends int
+	// PayloadBytes bounds the random bytes each append's payload carries
+	// after its identifying header: 0 to PayloadBytes-1 of them (200).
+	// Large values make chunks that take the drivers' large-put paths
+	// (the nfs driver's direct writes from 256 KiB).
+	PayloadBytes int
 	// OpTimeout bounds one owner's whole session (open, appends, close)
 	// and the verifier's read of one stream (1 minute); running past it is
 	// an unexpected error naming the call, so a hang never goes unnoticed.
@@ -186,6 +191,7 @@ func (c *Config) defaults() error {
 	def(&c.Owners, 4)
 	def(&c.Rounds, 10)
 	def(&c.Appends, 8)
+	def(&c.PayloadBytes, 200)
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = time.Minute
 	}
@@ -416,7 +422,7 @@ func (r *run) owner(ctx context.Context, round, s, o int, roundAcks *atomic.Int6
 	var ps []pending
 	for i := 0; i < n; i++ {
 		count := uint32(1 + rng.IntN(3))
-		p := make([]byte, headerLen+rng.IntN(200))
+		p := make([]byte, headerLen+rng.IntN(r.cfg.PayloadBytes))
 		copy(p, magic)
 		binary.BigEndian.PutUint16(p[4:], uint16(s))
 		binary.BigEndian.PutUint32(p[6:], uint32(round))
