@@ -272,16 +272,13 @@ func readStream(b *testing.B, config []byte) int64 {
 		b.Fatal(err)
 	}
 	defer r.Close()
+	log, err := readLog(b, r)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var n int64
-	for off := int64(0); off < r.NextOffset(); {
-		bs, err := r.Fetch(b.Context(), off, stream.NoEnd, 8<<20)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, x := range bs {
-			n += int64(len(x.Payload))
-			off = x.BaseOffset + int64(x.Count)
-		}
+	for _, x := range log {
+		n += int64(len(x.Payload))
 	}
 	return n
 }

@@ -152,10 +152,13 @@ func TestEngineChunksWriteDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for i, p := range want {
-		bs, err := r.Fetch(t.Context(), int64(i), int64(i+1), 0)
-		if err != nil || len(bs) != 1 || !bytes.Equal(bs[0].Payload, p) {
-			t.Fatalf("offset %d: %d batches, %v", i, len(bs), err)
+	log, err := readLog(t, r)
+	if err != nil || len(log) != len(want) {
+		t.Fatalf("read back %d batches of %d: %v", len(log), len(want), err)
+	}
+	for i, b := range log {
+		if !bytes.Equal(b.Payload, want[i]) {
+			t.Fatalf("offset %d: the payload read back differs from the one appended", b.BaseOffset)
 		}
 	}
 }

@@ -142,15 +142,8 @@ func BenchmarkMetadataBytes(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			mb := &metaBytes{MemStorage: NewMemStorage()}
-			s, err := NewStore(mb, Options{Driver: "bench", MaxChunkBytes: 1, MaxInflightChunks: 16, IndexPageEntries: pages})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			w, err := s.Open(ctx, "m", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := newTestStore(b, mb, Options{Driver: "bench", MaxChunkBytes: 1, MaxInflightChunks: 16, IndexPageEntries: pages})
+			w := mustOpen(b, s, "m", 1)
 			b.ResetTimer()
 			fs := make([]*stream.AppendFuture, 0, 256)
 			wait := func() {
