@@ -1,0 +1,335 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// passParallelism bounds the streams one compaction pass works on at once.
+const passParallelism = 16
+
+// due says a compaction pass should run: the acknowledged tails reached
+// CompactBytes, or the oldest is older than CompactInterval.
+func (s *Store) due() bool {
+	s.mu.Lock()
+	hs := make([]*vstream, 0, len(s.handles))
+	for _, h := range s.handles {
+		hs = append(hs, h)
+	}
+	s.mu.Unlock()
+	var bytes int64
+	for _, h := range hs {
+		h.mu.Lock()
+		if c := h.cl; c != nil && len(c.tail) > 0 {
+			bytes += int64(c.tailBytes)
+			if time.Since(c.oldest) > s.opts.CompactInterval {
+				bytes = s.opts.CompactBytes
+			}
+		}
+		h.mu.Unlock()
+		if bytes >= s.opts.CompactBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// pass compacts every held stream's acknowledged tail into its data
+// stream, then trims the live WAL below what the records name and deletes
+// ended WALs nothing names (W6).
+func (s *Store) pass(ctx context.Context, force bool) error {
+	s.mu.Lock()
+	w := s.w
+	hs := make([]*vstream, 0, len(s.handles))
+	for _, h := range s.handles {
+		hs = append(hs, h)
+	}
+	s.mu.Unlock()
+	// W6b: the bound never exceeds the acked end read as the pass began.
+	var ackedAtStart int64
+	if w != nil {
+		ackedAtStart = w.ackedEnd()
+	}
+	var (
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, passParallelism)
+		errMu sync.Mutex
+		first error
+	)
+	for _, h := range hs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			h.opMu.Lock()
+			err := h.compact(ctx, kindCompact)
+			h.opMu.Unlock()
+			if err != nil && !errors.Is(err, stream.ErrFenced) && !errors.Is(err, stream.ErrClosed) {
+				errMu.Lock()
+				first = errors.Join(first, err)
+				errMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if w != nil {
+		if s.opts.broken.noGCSnap {
+			ackedAtStart = w.ackedEnd()
+		}
+		if err := s.gcWAL(ctx, w, ackedAtStart); err != nil {
+			first = errors.Join(first, err)
+		}
+	}
+	if err := s.gcDead(ctx); err != nil {
+		first = errors.Join(first, err)
+	}
+	return first
+}
+
+// compact copies the stream's acknowledged tail to V.data (W3b's copy,
+// in the owner's own time) and writes a record: a close record (kind
+// close), a park record when nothing of the stream is in flight, or a
+// record moving the claim's WAL offset past what was copied. Called with
+// opMu held.
+func (h *vstream) compact(ctx context.Context, kind byte) error {
+	h.mu.Lock()
+	c := h.cl
+	if h.state != live {
+		h.mu.Unlock()
+		return nil
+	}
+	if c == nil {
+		h.mu.Unlock()
+		return nil // no claim: the last record names no WAL already
+	}
+	tail := append([]tailEntry(nil), c.tail...)
+	h.mu.Unlock()
+	if err := h.refreshData(ctx); err != nil {
+		return err
+	}
+	if err := h.copyTail(ctx, tail); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	// Drop what V.data now holds from the tail.
+	k := 0
+	for k < len(c.tail) && c.tail[k].e.end() <= h.dataNext {
+		c.tailBytes -= len(c.tail[k].e.payload)
+		k++
+	}
+	c.tail = append([]tailEntry(nil), c.tail[k:]...)
+	park := kind == kindClose || (len(c.tail) == 0 && h.inflight == 0)
+	if park {
+		h.cl = nil // appends from now on claim again, after this record
+	}
+	h.mu.Unlock()
+	var rec record
+	switch {
+	case park:
+		k := kindPark
+		if kind == kindClose {
+			k = kindClose
+		}
+		rec = h.recordLocked(byte(k))
+	case len(tail) == 0:
+		return nil // nothing copied, appends in flight: nothing to record
+	default:
+		rec = h.recordLocked(kindCompact)
+		rec.claim, rec.wal = c.id, c.w.name
+		rec.from = tail[len(tail)-1].walOff + 1
+	}
+	return h.writeRecord(ctx, rec)
+}
+
+// gcWAL trims the live WAL below the smallest WAL offset that a record of
+// any of its claims may name (W6a), never above the acked end read when
+// the pass began (W6b).
+func (s *Store) gcWAL(ctx context.Context, w *writer, ackedAtStart int64) error {
+	s.verifyClaims(ctx, w)
+	w.mu.Lock()
+	bound := ackedAtStart
+	for _, c := range w.claims {
+		if s.opts.broken.gcHeldOnly {
+			c.h.mu.Lock()
+			held := c.h.state == live && c.h.cl == c
+			c.h.mu.Unlock()
+			if !held {
+				continue
+			}
+		}
+		bound = min(bound, c.pinFrom)
+	}
+	trimmed := w.trimmed
+	w.mu.Unlock()
+	if bound <= trimmed {
+		return nil
+	}
+	if err := w.base.Trim(ctx, bound); err != nil {
+		return fmt.Errorf("wal: trimming WAL %s to %d: %w", w.name, bound, err)
+	}
+	w.mu.Lock()
+	w.trimmed = max(w.trimmed, bound)
+	w.mu.Unlock()
+	return nil
+}
+
+// verifyClaims releases the claims of sessions that no longer hold their
+// stream (fenced by a newer owner, or closed after a failure) once
+// V.meta's last record is seen not to name them.
+func (s *Store) verifyClaims(ctx context.Context, w *writer) {
+	w.mu.Lock()
+	var cs []*claim
+	for _, c := range w.claims {
+		cs = append(cs, c)
+	}
+	w.mu.Unlock()
+	for _, c := range cs {
+		c.h.mu.Lock()
+		stale := c.h.state == fenced || c.h.state == closed
+		c.h.mu.Unlock()
+		if !stale {
+			continue
+		}
+		rec, ok, err := s.peekRecord(ctx, c.h.name)
+		if err == nil && (!ok || rec.claim != c.id) {
+			s.release(c)
+		}
+	}
+}
+
+// peekRecord reads a stream's last record through a read-only session.
+func (s *Store) peekRecord(ctx context.Context, name string) (record, bool, error) {
+	st, err := s.base.Open(ctx, metaName(name), stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if errors.Is(err, stream.ErrNotFound) {
+		return record{}, false, nil
+	}
+	if err != nil {
+		return record{}, false, err
+	}
+	defer st.Close()
+	if _, err := st.Fetch(ctx, st.NextOffset(), stream.NoEnd, 1); err != nil && !errors.Is(err, stream.ErrOffsetOutOfRange) {
+		return record{}, false, err
+	}
+	return lastRecord(ctx, st)
+}
+
+// gcDead deletes this session's ended WALs once no claim on them is left.
+func (s *Store) gcDead(ctx context.Context) error {
+	s.mu.Lock()
+	dead := append([]*writer(nil), s.dead...)
+	s.mu.Unlock()
+	var errs error
+	for _, d := range dead {
+		s.verifyClaims(ctx, d)
+		d.mu.Lock()
+		n := len(d.claims)
+		d.mu.Unlock()
+		if n > 0 {
+			continue
+		}
+		d.close()
+		if err := s.base.Delete(ctx, d.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
+			errs = errors.Join(errs, fmt.Errorf("wal: deleting ended WAL %s: %w", d.name, err))
+			continue
+		}
+		s.mu.Lock()
+		for i, x := range s.dead {
+			if x == d {
+				s.dead = append(s.dead[:i], s.dead[i+1:]...)
+				break
+			}
+		}
+		delete(s.frozen, d.name)
+		s.mu.Unlock()
+	}
+	return errs
+}
+
+// sweep deletes WALs of other sessions that no V.meta last record names.
+// It fences such a WAL first, then looks again, so that it never deletes
+// a WAL that a claim landing meanwhile names (W6).
+func (s *Store) sweep(ctx context.Context) error {
+	wals, err := s.base.List(ctx, s.opts.Prefix+"/")
+	if err != nil {
+		return err
+	}
+	var cands []string
+	for _, n := range wals {
+		if sid, ok := s.parseWALName(n); ok && sid != s.sid {
+			cands = append(cands, n)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	named, err := s.namedWALs(ctx)
+	if err != nil {
+		return err
+	}
+	var fencedWALs []string
+	for _, n := range cands {
+		if named[n] {
+			continue
+		}
+		st, err := s.base.Open(ctx, n, stream.OpenOptions{Epoch: fenceEpoch})
+		if err != nil {
+			continue
+		}
+		_ = st.Close()
+		fencedWALs = append(fencedWALs, n)
+	}
+	if len(fencedWALs) == 0 {
+		return nil
+	}
+	if named, err = s.namedWALs(ctx); err != nil {
+		return err
+	}
+	for _, n := range fencedWALs {
+		if named[n] {
+			continue
+		}
+		if err := s.base.Delete(ctx, n); err != nil && !errors.Is(err, stream.ErrNotFound) {
+			return fmt.Errorf("wal: deleting dead WAL %s: %w", n, err)
+		}
+		s.log.Info("wal: deleted a dead session's WAL", "wal", n)
+	}
+	return nil
+}
+
+// namedWALs reads every meta stream's last record and returns the WALs
+// they name.
+func (s *Store) namedWALs(ctx context.Context) (map[string]bool, error) {
+	names, err := s.base.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool)
+	for _, n := range names {
+		if !strings.HasSuffix(n, metaSuffix) {
+			continue
+		}
+		st, err := s.base.Open(ctx, n, stream.OpenOptions{Mode: stream.ModeReadOnly})
+		if errors.Is(err, stream.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		rec, ok, err := lastRecord(ctx, st)
+		_ = st.Close()
+		if err != nil && !errors.Is(err, stream.ErrCorrupt) {
+			return nil, err
+		}
+		if ok && rec.wal != "" {
+			out[rec.wal] = true
+		}
+	}
+	return out, nil
+}

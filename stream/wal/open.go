@@ -1,0 +1,382 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// openRW opens a read-write session (W2, W3): V.meta read-write at the
+// epoch (fencing older sessions' records), its last record, V.data
+// read-write at the epoch before its NextOffset is read (W3a, which
+// fences an older owner's compaction), and, when the last record names a
+// WAL, the inherited tail copied into V.data (W3b). The session then holds
+// no claim: its first append claims the live WAL.
+func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
+	mopts := stream.OpenOptions{Epoch: opts.Epoch}
+	meta, err := s.base.Open(ctx, metaName(name), mopts)
+	if errors.Is(err, stream.ErrNotFound) {
+		if !s.internal(name) {
+			st, lerr := s.base.Open(ctx, name, stream.OpenOptions{Epoch: opts.Epoch})
+			if lerr == nil {
+				return st, nil // a legacy stream
+			}
+			if !errors.Is(lerr, stream.ErrNotFound) {
+				return nil, lerr
+			}
+		}
+		if !opts.CreateIfMissing {
+			return nil, fmt.Errorf("%w: stream %q", stream.ErrNotFound, name)
+		}
+		mopts.CreateIfMissing = true
+		meta, err = s.base.Open(ctx, metaName(name), mopts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, ok, err := lastRecord(ctx, meta)
+	if err == nil && ok && rec.name != name {
+		err = fmt.Errorf("%w: stream %q: its meta stream holds a record of stream %q", stream.ErrCorrupt, name, rec.name)
+	}
+	if err != nil {
+		_ = meta.Close()
+		return nil, err
+	}
+	dname := dataName(name)
+	data, err := s.base.Open(ctx, dname, stream.OpenOptions{Epoch: opts.Epoch, CreateIfMissing: true})
+	if err == nil && !ok && data.NextOffset() > 0 {
+		// A fresh meta stream has an empty data stream: this one was left
+		// by a Delete that stopped halfway.
+		s.log.Info("wal: removing the data stream of a deleted incarnation", "stream", name)
+		_ = data.Close()
+		if err = s.base.Delete(ctx, dname); err == nil || errors.Is(err, stream.ErrNotFound) {
+			data, err = s.base.Open(ctx, dname, stream.OpenOptions{Epoch: opts.Epoch, CreateIfMissing: true})
+		}
+	}
+	if err != nil {
+		_ = meta.Close()
+		return nil, err
+	}
+	h := s.newHandle(name, opts.Epoch, meta, data)
+	h.dataNext = data.NextOffset()
+	if !ok {
+		h.inc = s.newID()
+		if hashed(name) {
+			err = h.writeRecord(ctx, h.recordLocked(kindPark))
+		}
+	} else {
+		h.inc, h.start, h.lastStart = rec.inc, rec.start, rec.start
+		if rec.wal != "" {
+			h.opMu.Lock()
+			err = h.takeOver(ctx, rec)
+			h.opMu.Unlock()
+		}
+	}
+	if err == nil && h.start > h.dataNext {
+		err = fmt.Errorf("%w: stream %q: start %d beyond its data's end %d", stream.ErrCorrupt, name, h.start, h.dataNext)
+	}
+	if err != nil {
+		_ = h.meta.Close()
+		_ = h.data.Close()
+		return nil, err
+	}
+	h.next, h.acked = h.dataNext, h.dataNext
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = h.meta.Close()
+		_ = h.data.Close()
+		return nil, stream.ErrClosed
+	}
+	old := s.handles[name]
+	s.handles[name] = h
+	s.mu.Unlock()
+	if old != nil {
+		old.fenceLocal(fmt.Errorf("%w: stream %q: opened again at epoch %d", stream.ErrFenced, name, opts.Epoch))
+	}
+	return h, nil
+}
+
+// lastRecord returns V.meta's last record (ok false if it has none).
+func lastRecord(ctx context.Context, meta stream.Stream) (record, bool, error) {
+	n := meta.NextOffset()
+	if n == 0 {
+		return record{}, false, nil
+	}
+	bs, err := meta.Fetch(ctx, n-1, n, 0)
+	if err != nil {
+		return record{}, false, fmt.Errorf("stream %s: reading its last record: %w", meta.Name(), err)
+	}
+	if len(bs) == 0 {
+		return record{}, false, fmt.Errorf("%w: stream %s: no record at %d", stream.ErrCorrupt, meta.Name(), n-1)
+	}
+	rec, err := decodeRecord(bs[len(bs)-1].Payload)
+	if err != nil {
+		return record{}, false, fmt.Errorf("stream %s: %w", meta.Name(), err)
+	}
+	return rec, true, nil
+}
+
+// takeOver settles a record that names a WAL: the claim's entries there
+// (W3a: the WAL fenced first, unless it is this session's live one and
+// the claim's holder here has settled), V.data's NextOffset after a
+// fencing reopen when in doubt (W8), the entries that continue V.data
+// copied into it (W3b, W4), then a record that names no WAL. Called with
+// opMu held.
+func (h *vstream) takeOver(ctx context.Context, rec record) error {
+	entries, err := h.s.inherited(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if err := h.refreshData(ctx); err != nil {
+		return err
+	}
+	if err := h.copyTail(ctx, entries); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.cl = nil
+	h.next, h.acked = h.dataNext, h.dataNext
+	h.mu.Unlock()
+	if err := h.writeRecord(ctx, h.recordLocked(kindPark)); err != nil {
+		return err
+	}
+	h.s.mu.Lock()
+	c := h.s.claims[rec.claim]
+	h.s.mu.Unlock()
+	if c != nil {
+		h.s.release(c) // a claim of this session, held by an earlier handle
+	}
+	return nil
+}
+
+// inherited returns the entries of rec's claim in rec's WAL, in WAL order.
+func (s *Store) inherited(ctx context.Context, rec record) ([]tailEntry, error) {
+	s.mu.Lock()
+	c := s.claims[rec.claim]
+	live := s.w
+	s.mu.Unlock()
+	if c != nil && c.w == live && c.w.dead() == nil {
+		// Our own live WAL: settle the claim's holder here and take its
+		// tail from memory.
+		if c.h != nil {
+			c.h.fenceLocal(fmt.Errorf("%w: stream %q: opened again", stream.ErrFenced, c.h.name))
+			c.h.waitSettled()
+			c.h.mu.Lock()
+			tail := append([]tailEntry(nil), c.tail...)
+			c.h.mu.Unlock()
+			if c.w.dead() == nil {
+				return tail, nil
+			}
+		}
+	}
+	return s.frozenEntries(ctx, rec)
+}
+
+// refreshData reopens V.data at the session's epoch when an append to it
+// had an unknown outcome (W8), then reads its NextOffset.
+func (h *vstream) refreshData(ctx context.Context) error {
+	if !h.dataSuspect || h.s.opts.broken.noDataFence {
+		return nil
+	}
+	data, err := h.s.base.Open(ctx, dataName(h.name), stream.OpenOptions{Epoch: h.epoch, CreateIfMissing: true})
+	if err != nil {
+		if errors.Is(err, stream.ErrFenced) {
+			h.fenceLocal(fmt.Errorf("%w: stream %q: %w", stream.ErrFenced, h.name, err))
+		}
+		return fmt.Errorf("stream %q: reopening its data stream: %w", h.name, err)
+	}
+	h.mu.Lock()
+	old := h.data
+	h.data, h.dataNext = data, data.NextOffset()
+	h.dataSuspect = false
+	h.mu.Unlock()
+	_ = old.Close()
+	return nil
+}
+
+// copyTail appends to V.data the entries that continue it exactly (W4:
+// entries below its end are skipped, the first gap or overlap ends the
+// tail), with the same offsets, and waits for their acks (W3b). Called
+// with opMu held.
+func (h *vstream) copyTail(ctx context.Context, entries []tailEntry) error {
+	h.mu.Lock()
+	d, data := h.dataNext, h.data
+	h.mu.Unlock()
+	todo, err := continuation(h.name, d, entries, h.s.opts.broken.noPrefixStop)
+	if err != nil || len(todo) == 0 {
+		return err
+	}
+	futs := make([]*stream.AppendFuture, len(todo))
+	for i, t := range todo {
+		if _, err := t.e.verified(h.name); err != nil {
+			return err
+		}
+		futs[i] = data.Append(ctx, stream.Batch{Count: t.e.count, Timestamp: t.e.ts, Payload: encodeData(h.inc, t.e)})
+	}
+	next := d
+	for i, f := range futs {
+		r, err := f.Wait(ctx)
+		if err == nil && r.BaseOffset != todo[i].e.base {
+			err = fmt.Errorf("%w: stream %q: its data stream put the batch of %d at %d", stream.ErrCorrupt, h.name, todo[i].e.base, r.BaseOffset)
+		}
+		if err != nil {
+			h.mu.Lock()
+			h.dataSuspect = true
+			h.dataNext = next
+			h.mu.Unlock()
+			if errors.Is(err, stream.ErrFenced) {
+				h.fenceLocal(fmt.Errorf("%w: stream %q: %w", stream.ErrFenced, h.name, err))
+			}
+			return fmt.Errorf("stream %q: copying its tail to its data stream: %w", h.name, err)
+		}
+		next = r.NextOffset
+	}
+	h.mu.Lock()
+	h.dataNext = next
+	h.mu.Unlock()
+	return nil
+}
+
+// continuation returns the entries that continue a log ending at d, in
+// WAL order (W4).
+func continuation(name string, d int64, entries []tailEntry, noStop bool) ([]tailEntry, error) {
+	var out []tailEntry
+	cur := d
+	for _, t := range entries {
+		switch e := t.e; {
+		case e.end() <= d:
+		case e.base < d:
+			return nil, fmt.Errorf("%w: stream %q: its data stream ends at %d, inside the batch [%d, %d)", stream.ErrCorrupt, name, d, e.base, e.end())
+		case e.base != cur:
+			if noStop {
+				return nil, fmt.Errorf("%w: stream %q: batch at %d after %d", stream.ErrCorrupt, name, e.base, cur)
+			}
+			return out, nil
+		default:
+			out = append(out, t)
+			cur = e.end()
+		}
+	}
+	return out, nil
+}
+
+// frozenWAL is a WAL of an ended session (another's, or one of ours that a
+// failed append ended), fenced and read once for every stream whose tail
+// it holds: opening many streams with tails in one WAL reads it once.
+type frozenWAL struct {
+	ready   chan struct{}
+	err     error
+	byClaim map[id][]tailEntry
+	used    time.Time
+}
+
+// frozenEntries returns the entries of rec's claim in rec's WAL, fencing
+// and reading that WAL once per store (W3a).
+func (s *Store) frozenEntries(ctx context.Context, rec record) ([]tailEntry, error) {
+	s.mu.Lock()
+	f := s.frozen[rec.wal]
+	if f == nil {
+		f = &frozenWAL{ready: make(chan struct{})}
+		s.frozen[rec.wal] = f
+		go s.loadFrozen(rec.wal, f)
+	}
+	f.used = time.Now()
+	s.mu.Unlock()
+	select {
+	case <-f.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []tailEntry
+	for _, t := range f.byClaim[rec.claim] {
+		if t.walOff >= rec.from {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// frozenLoadTimeout bounds fencing and reading one WAL.
+const frozenLoadTimeout = 2 * time.Minute
+
+var frozenLoads sync.Mutex // one WAL read at a time per process bounds memory
+
+func (s *Store) loadFrozen(name string, f *frozenWAL) {
+	defer close(f.ready)
+	ctx, cancel := context.WithTimeout(context.Background(), frozenLoadTimeout)
+	defer cancel()
+	f.byClaim, f.err = s.readWAL(ctx, name)
+	if f.err != nil {
+		s.mu.Lock()
+		if s.frozen[name] == f {
+			delete(s.frozen, name) // the next open tries again
+		}
+		s.mu.Unlock()
+	}
+}
+
+// readWAL fences the WAL name (W3a) and reads all of it.
+func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, error) {
+	sid, ok := s.parseWALName(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not a WAL name", stream.ErrCorrupt, name)
+	}
+	frozenLoads.Lock()
+	defer frozenLoads.Unlock()
+	opts := stream.OpenOptions{Epoch: fenceEpoch}
+	if s.opts.broken.noFenceWAL {
+		opts = stream.OpenOptions{Mode: stream.ModeReadOnly}
+	}
+	st, err := s.base.Open(ctx, name, opts)
+	if errors.Is(err, stream.ErrNotFound) {
+		return nil, fmt.Errorf("%w: WAL %s, named by a meta record, does not exist", stream.ErrCorrupt, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wal: fencing WAL %s: %w", name, err)
+	}
+	defer st.Close()
+	out := make(map[id][]tailEntry)
+	pos := st.StartOffset()
+	for {
+		bs, err := st.Fetch(ctx, pos, stream.NoEnd, 0)
+		if err != nil {
+			return nil, fmt.Errorf("wal: reading WAL %s at %d: %w", name, pos, err)
+		}
+		if len(bs) == 0 {
+			return out, nil
+		}
+		for _, b := range bs {
+			es, err := decodeWALBatch(sid, b.Payload)
+			if err != nil {
+				return nil, fmt.Errorf("WAL %s at %d: %w", name, b.BaseOffset, err)
+			}
+			for _, e := range es {
+				out[e.claim] = append(out[e.claim], tailEntry{e: e, walOff: b.BaseOffset})
+			}
+			pos = b.EndOffset()
+		}
+	}
+}
+
+// evictFrozen drops frozen WALs unused for a while.
+func (s *Store) evictFrozen() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, f := range s.frozen {
+		select {
+		case <-f.ready:
+			if time.Since(f.used) > 30*time.Second {
+				delete(s.frozen, name)
+			}
+		default:
+		}
+	}
+}

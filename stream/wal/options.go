@@ -1,0 +1,110 @@
+package wal
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Options configure a Store of virtual streams. The zero value of every
+// field means the default named beside it.
+type Options struct {
+	// Linger is how long an append waits for appends of other virtual
+	// streams to share its WAL batch (default DefaultLinger; negative: no
+	// wait, a batch is cut as soon as a flush slot is free).
+	Linger time.Duration
+	// MaxFlushBytes cuts a WAL batch once the queued appends reach it
+	// (default DefaultMaxFlushBytes, at most the base's MaxBatchBytes).
+	MaxFlushBytes int
+	// MaxInflightFlushes bounds the WAL appends in flight at once (default
+	// DefaultMaxInflightFlushes).
+	MaxInflightFlushes int
+	// CompactBytes starts a compaction pass when the acknowledged batches
+	// not yet copied to their streams' data streams reach it, across all
+	// streams (default DefaultCompactBytes). It also bounds the memory the
+	// tails take: a writer serves its own tails from memory.
+	CompactBytes int64
+	// CompactInterval starts a compaction pass when the oldest
+	// uncompacted batch is this old (default DefaultCompactInterval).
+	CompactInterval time.Duration
+	// SweepInterval is how often the store looks for the WALs of dead
+	// sessions that no stream points into any more, and deletes them
+	// (default DefaultSweepInterval; negative: never).
+	SweepInterval time.Duration
+	// Prefix is the base-name prefix of WAL streams (default "_wal").
+	Prefix string
+	// Logger receives the layer's structured logs (default: discard).
+	Logger *slog.Logger
+	// NewID returns 16 random bytes (default crypto/rand). Tests set it.
+	NewID func() [16]byte
+
+	// broken switches rules off, for the simulation test's proof that it
+	// catches their absence. The zero value is the protocol.
+	broken brokenRules
+}
+
+// brokenRules name the rules a test may switch off.
+type brokenRules struct {
+	noFenceWAL   bool // W3a off: a takeover reads the named WAL without fencing it
+	noDataFence  bool // W3a/W8 off: V.data's NextOffset is read without a fencing reopen
+	noCopy       bool // W3b off: a takeover keeps the inherited tail in the old WAL
+	noPrefixStop bool // W4 off: a gap or overlap is ErrCorrupt instead of the end
+	noPoison     bool // W7 off: a failed WAL append does not end the WAL
+	gcHeldOnly   bool // W6a off: GC counts only the claims of streams still held
+	noGCSnap     bool // W6b off: GC's bound is taken at trim time
+}
+
+// Defaults of Options.
+const (
+	DefaultLinger             = 5 * time.Millisecond
+	DefaultMaxFlushBytes      = 4 << 20
+	DefaultMaxInflightFlushes = 4
+	DefaultCompactBytes       = 64 << 20
+	DefaultCompactInterval    = 5 * time.Minute
+	DefaultSweepInterval      = 10 * time.Minute
+	DefaultPrefix             = "_wal"
+)
+
+func (o Options) withDefaults(baseMaxBatch int) (Options, error) {
+	switch {
+	case o.Linger == 0:
+		o.Linger = DefaultLinger
+	case o.Linger < 0:
+		o.Linger = 0
+	}
+	if o.MaxFlushBytes == 0 {
+		o.MaxFlushBytes = DefaultMaxFlushBytes
+	}
+	if baseMaxBatch > 0 && o.MaxFlushBytes > baseMaxBatch {
+		o.MaxFlushBytes = baseMaxBatch
+	}
+	if o.MaxInflightFlushes == 0 {
+		o.MaxInflightFlushes = DefaultMaxInflightFlushes
+	}
+	if o.CompactBytes == 0 {
+		o.CompactBytes = DefaultCompactBytes
+	}
+	if o.CompactInterval == 0 {
+		o.CompactInterval = DefaultCompactInterval
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.MaxFlushBytes < 0:
+		return o, fmt.Errorf("wal: MaxFlushBytes %d is negative", o.MaxFlushBytes)
+	case o.MaxInflightFlushes < 0:
+		return o, fmt.Errorf("wal: MaxInflightFlushes %d is negative", o.MaxInflightFlushes)
+	case o.CompactBytes < 0:
+		return o, fmt.Errorf("wal: CompactBytes %d is negative", o.CompactBytes)
+	case o.CompactInterval < 0:
+		return o, fmt.Errorf("wal: CompactInterval %v is negative", o.CompactInterval)
+	}
+	return o, nil
+}

@@ -1,0 +1,401 @@
+package wal
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// Store is a stream.Store of virtual streams on a base stream.Store. Its
+// methods are safe for concurrent use.
+type Store struct {
+	base stream.Store
+	opts Options
+	info stream.Info
+	log  *slog.Logger
+	sid  id
+
+	mu      sync.Mutex
+	closed  bool
+	w       *writer             // the live WAL; nil until a stream claims one
+	walSeq  int                 // WALs this session created
+	dead    []*writer           // this session's ended WALs, deleted once nothing points in
+	handles map[string]*vstream // read-write sessions by name
+	claims  map[id]*claim       // claims on this session's WALs not yet released
+	frozen  map[string]*frozenWAL
+
+	compactNow chan chan error
+	stop       context.CancelFunc
+	bgDone     chan struct{}
+}
+
+// NewStore returns a Store of virtual streams on base. The Store owns
+// base: its Close closes base.
+func NewStore(base stream.Store, opts Options) (*Store, error) {
+	bi := base.Info()
+	o, err := opts.withDefaults(bi.MaxBatchBytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.ValidateName(o.Prefix + "/x"); err != nil {
+		return nil, fmt.Errorf("wal: Prefix %q: %w", o.Prefix, err)
+	}
+	info := bi
+	info.Version = bi.Version + "+wal/1"
+	if bi.MaxBatchBytes > 0 {
+		info.MaxBatchBytes = bi.MaxBatchBytes - reserve(bi.MaxProperties)
+		if info.MaxBatchBytes < 1024 {
+			return nil, fmt.Errorf("wal: the base store's MaxBatchBytes %d leaves no room for a batch", bi.MaxBatchBytes)
+		}
+	}
+	s := &Store{
+		base: base, opts: o, info: info, log: o.Logger,
+		handles:    make(map[string]*vstream),
+		claims:     make(map[id]*claim),
+		frozen:     make(map[string]*frozenWAL),
+		compactNow: make(chan chan error),
+		bgDone:     make(chan struct{}),
+	}
+	s.sid = s.newID()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	go s.background(ctx)
+	return s, nil
+}
+
+// reserve is what the layer's framing takes of a base batch: the WAL
+// batch header and one entry's fields, or a V.data batch's.
+func reserve(maxProps int) int { return 64 + entryOverhead + 6*max(maxProps, 0) }
+
+func (s *Store) newID() id {
+	if s.opts.NewID != nil {
+		return s.opts.NewID()
+	}
+	var i id
+	_, _ = rand.Read(i[:])
+	return i
+}
+
+// Info returns the base's Info with the batch limit this layer leaves.
+func (s *Store) Info() stream.Info { return s.info }
+
+// Base returns the base store.
+func (s *Store) Base() stream.Store { return s.base }
+
+// BackendStats reports the base store's request counts.
+func (s *Store) BackendStats(ctx context.Context) (stream.RequestStats, error) {
+	if r, ok := s.base.(stream.StatsReporter); ok {
+		return r.BackendStats(ctx)
+	}
+	return stream.RequestStats{}, fmt.Errorf("wal: base store does not count requests: %w", errors.ErrUnsupported)
+}
+
+func (s *Store) check(name string) error {
+	if err := stream.ValidateName(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return stream.ErrClosed
+	}
+	return nil
+}
+
+// internal says name is a WAL's, never a legacy stream's.
+func (s *Store) internal(name string) bool { return strings.HasPrefix(name, s.opts.Prefix+"/") }
+
+// Create creates an empty virtual stream.
+func (s *Store) Create(ctx context.Context, name string) error {
+	if err := s.check(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !s.internal(name) {
+		if ok, err := s.legacyExists(ctx, name); err != nil {
+			return err
+		} else if ok {
+			return fmt.Errorf("%w: stream %q", stream.ErrAlreadyExists, name)
+		}
+	}
+	return s.base.Create(ctx, metaName(name))
+}
+
+// legacyExists says the base holds a stream of this very name: one written
+// before stream sets were turned on, which this layer serves as it is.
+func (s *Store) legacyExists(ctx context.Context, name string) (bool, error) {
+	st, err := s.base.Open(ctx, name, stream.OpenOptions{Mode: stream.ModeReadOnly})
+	switch {
+	case err == nil:
+		_ = st.Close()
+		return true, nil
+	case errors.Is(err, stream.ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
+// Open opens a virtual stream.
+func (s *Store) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
+	if err := s.check(name); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	switch opts.Mode {
+	case stream.ModeReadWrite:
+		return s.openRW(ctx, name, opts)
+	case stream.ModeReadOnly:
+		return s.openRO(ctx, name)
+	}
+	return nil, fmt.Errorf("%w: open mode %d", stream.ErrInvalidArgument, opts.Mode)
+}
+
+// Delete removes a virtual stream: its meta stream, then its data stream.
+// A data stream left by a Delete that stopped halfway is removed by the
+// next Open of a fresh stream of that name.
+func (s *Store) Delete(ctx context.Context, name string) error {
+	if err := s.check(name); err != nil {
+		return err
+	}
+	err := s.base.Delete(ctx, metaName(name))
+	if errors.Is(err, stream.ErrNotFound) && !s.internal(name) {
+		if lerr := s.base.Delete(ctx, name); !errors.Is(lerr, stream.ErrNotFound) {
+			return lerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	h := s.handles[name]
+	s.mu.Unlock()
+	if h != nil {
+		h.fenceLocal(fmt.Errorf("%w: stream %q was deleted", stream.ErrFenced, name))
+		h.releaseClaims()
+	}
+	if derr := s.base.Delete(ctx, dataName(name)); derr != nil && !errors.Is(derr, stream.ErrNotFound) {
+		s.log.Warn("wal: deleting a data stream failed; the next open of the name removes it", "stream", name, "err", derr)
+	}
+	return nil
+}
+
+// List returns the virtual streams whose names start with prefix, sorted.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, stream.ErrClosed
+	}
+	bp := prefix
+	if len(bp) > hashedKeep {
+		bp = bp[:hashedKeep]
+	}
+	names, err := s.base.List(ctx, bp)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range names {
+		switch {
+		case isHashedMeta(n):
+			full, err := s.hashedName(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			if full != "" && strings.HasPrefix(full, prefix) {
+				out = append(out, full)
+			}
+		case strings.HasSuffix(n, metaSuffix):
+			if v := strings.TrimSuffix(n, metaSuffix); strings.HasPrefix(v, prefix) {
+				out = append(out, v)
+			}
+		case strings.HasSuffix(n, dataSuffix), s.internal(n):
+		default:
+			if strings.HasPrefix(n, prefix) {
+				out = append(out, n) // a legacy stream
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// hashedName reads a long name back from its meta stream's records ("" if
+// it has none yet and so cannot be named: Create of a long name writes
+// one).
+func (s *Store) hashedName(ctx context.Context, base string) (string, error) {
+	st, err := s.base.Open(ctx, base, stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if errors.Is(err, stream.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	bs, err := st.Fetch(ctx, st.StartOffset(), stream.NoEnd, 1)
+	if err != nil || len(bs) == 0 {
+		return "", err
+	}
+	rec, err := decodeRecord(bs[0].Payload)
+	if err != nil {
+		return "", fmt.Errorf("stream %s: %w", base, err)
+	}
+	return rec.name, nil
+}
+
+// Close stops the store: queued appends are flushed and in-flight ones
+// completed, background work stops, and the base store closes. Streams
+// opened from it fail with ErrClosed afterwards.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return stream.ErrClosed
+	}
+	s.closed = true
+	w := s.w
+	s.mu.Unlock()
+	s.stop()
+	<-s.bgDone
+	if w != nil {
+		w.close()
+	}
+	s.mu.Lock()
+	dead := slices.Clone(s.dead)
+	s.mu.Unlock()
+	for _, d := range dead {
+		d.close()
+	}
+	return s.base.Close()
+}
+
+// liveWAL returns the session's live WAL, creating a new one if there is
+// none (at the first claim, and after a failed WAL append ended the last).
+func (s *Store) liveWAL(ctx context.Context) (*writer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, stream.ErrClosed
+	}
+	if s.w != nil {
+		return s.w, nil
+	}
+	s.walSeq++
+	name := fmt.Sprintf("%s/%s-%d", s.opts.Prefix, s.sid, s.walSeq)
+	st, err := s.base.Open(ctx, name, stream.OpenOptions{Epoch: walEpoch, CreateIfMissing: true})
+	if err != nil {
+		return nil, fmt.Errorf("wal: creating WAL %s: %w", name, err)
+	}
+	s.w = newWriter(s, name, s.sid, st)
+	s.log.Debug("wal: new WAL", "wal", name)
+	return s.w, nil
+}
+
+// walDied ends w as the live WAL (W7): the next claim starts a new one,
+// and every stream claimed on w must settle through W3 before it appends
+// again.
+func (s *Store) walDied(w *writer) {
+	s.mu.Lock()
+	if s.w == w {
+		s.w = nil
+		s.dead = append(s.dead, w)
+	}
+	s.mu.Unlock()
+	w.mu.Lock()
+	var hs []*vstream
+	for _, c := range w.claims {
+		hs = append(hs, c.h)
+	}
+	err := w.err
+	w.mu.Unlock()
+	s.log.Info("wal: WAL ended; its streams settle before they append again", "wal", w.name, "err", err)
+	for _, h := range hs {
+		h.markBroken(err)
+	}
+}
+
+// parseWALName returns the session id of a WAL named by this layer.
+func (s *Store) parseWALName(name string) (id, bool) {
+	var sid id
+	rest, ok := strings.CutPrefix(name, s.opts.Prefix+"/")
+	if !ok {
+		return sid, false
+	}
+	hexPart, _, ok := strings.Cut(rest, "-")
+	if !ok || len(hexPart) != 32 {
+		return sid, false
+	}
+	if _, err := hex.Decode(sid[:], []byte(hexPart)); err != nil {
+		return sid, false
+	}
+	return sid, true
+}
+
+// Compact runs one compaction and GC pass now and waits for it: every
+// stream's acknowledged tail is copied to its data stream, the WALs are
+// trimmed below what the meta records still name, and dead sessions' WALs
+// that nothing names are deleted. Benchmarks and tests use it; the store
+// runs passes on its own by size and age.
+func (s *Store) Compact(ctx context.Context) error {
+	done := make(chan error, 1)
+	select {
+	case s.compactNow <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.bgDone:
+		return stream.ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// background runs compaction, GC and the sweeper until the store closes.
+func (s *Store) background(ctx context.Context) {
+	defer close(s.bgDone)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	nextSweep := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case done := <-s.compactNow:
+			err := s.pass(ctx, true)
+			if err == nil && s.opts.SweepInterval > 0 {
+				err = s.sweep(ctx)
+			}
+			done <- err
+		case <-tick.C:
+			if s.due() {
+				if err := s.pass(ctx, false); err != nil && ctx.Err() == nil {
+					s.log.Warn("wal: compaction pass failed", "err", err)
+				}
+			}
+			s.evictFrozen()
+			if s.opts.SweepInterval > 0 && time.Now().After(nextSweep) {
+				nextSweep = time.Now().Add(s.opts.SweepInterval)
+				if err := s.sweep(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("wal: sweeping dead WALs failed", "err", err)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,677 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// claim is one claim of a virtual stream on one of this session's WALs
+// (W2): the record that names the WAL, and the stream's acknowledged
+// entries there that are not yet in its data stream (the tail, served from
+// memory). A claim pins the WAL from pinFrom (W6a) until a record that
+// does not name it is known to be V.meta's last.
+type claim struct {
+	id   id
+	w    *writer
+	h    *vstream
+	from int64
+
+	// guarded by h.mu
+	tail      []tailEntry
+	tailBytes int
+	oldest    time.Time // when the first tail entry was acknowledged
+
+	// guarded by w.mu
+	pinFrom int64
+}
+
+type tailEntry struct {
+	e      *entry
+	walOff int64
+}
+
+// session states of a vstream.
+const (
+	live   = iota
+	broken // a WAL append failed (W7): settle before appending again
+	fenced // a newer session owns the stream
+	closed
+)
+
+// vstream is a read-write session on a virtual stream.
+type vstream struct {
+	s     *Store
+	name  string
+	epoch uint64
+	meta  stream.Stream // V.meta, read-write at epoch
+	data  stream.Stream // V.data, read-write at epoch
+
+	// opMu orders what writes V.meta or V.data: claims, settling,
+	// compaction, trims and close.
+	opMu sync.Mutex
+	// dataSuspect: a V.data append failed; reopen it at our epoch before
+	// trusting its NextOffset again (W8).
+	dataSuspect bool
+
+	mu         sync.Mutex
+	settled    *sync.Cond // signalled when inflight drops to 0
+	state      int
+	why        error // of broken and fenced
+	inc        id
+	start      int64
+	next       int64 // offset of the next append (acked + in flight)
+	acked      int64 // end of the acknowledged appends: NextOffset
+	dataNext   int64 // V.data's NextOffset: V.data holds V below it
+	cl         *claim
+	inflight   int
+	closing    bool      // Close has begun: no new appends
+	retry      []*queued // taken back from ended WALs, waiting for settle
+	recovering bool
+	lastStart  int64 // start of the last record written (monotonic, R5-like)
+}
+
+func (s *Store) newHandle(name string, epoch uint64, meta, data stream.Stream) *vstream {
+	h := &vstream{s: s, name: name, epoch: epoch, meta: meta, data: data}
+	h.settled = sync.NewCond(&h.mu)
+	return h
+}
+
+// Name is the virtual stream's name.
+func (h *vstream) Name() string { return h.name }
+
+// Epoch is the epoch the session opened with.
+func (h *vstream) Epoch() uint64 { return h.epoch }
+
+// StartOffset is the first offset that may be fetched.
+func (h *vstream) StartOffset() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.start
+}
+
+// NextOffset is the end of the acknowledged appends.
+func (h *vstream) NextOffset() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.acked
+}
+
+// stateErr is the error of a session that may not append, or nil.
+func (h *vstream) stateErrLocked() error {
+	switch {
+	case h.state == fenced:
+		return h.why
+	case h.state == closed || h.closing:
+		return fmt.Errorf("%w: stream %q", stream.ErrClosed, h.name)
+	}
+	return nil
+}
+
+// fenceLocal ends the session because a newer one (or a Delete) owns the
+// stream. In-flight appends still complete: what lands before the newer
+// session reads the WAL is in its log.
+func (h *vstream) fenceLocal(why error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state != closed {
+		h.state, h.why = fenced, why
+	}
+}
+
+// waitSettled waits until no append of the session is in flight.
+func (h *vstream) waitSettled() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.inflight > 0 {
+		h.settled.Wait()
+	}
+}
+
+// markBroken records that the WAL the session is claimed on ended (W7).
+func (h *vstream) markBroken(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == live {
+		h.state, h.why = broken, err
+	}
+}
+
+// Append queues b for the session's WAL. It claims the WAL first when the
+// stream has no claim (after open, a park, or a failed WAL), which waits
+// for one V.meta append: admission, bounded by ctx.
+func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
+	if err := h.s.info.CheckBatch(b); err != nil {
+		return stream.FailedAppend(err)
+	}
+	crc := stream.Checksum(b.Payload)
+	if b.PayloadChecksumSet && b.PayloadChecksum != crc {
+		return stream.FailedAppend(fmt.Errorf("%w: stream %q: supplied payload checksum %08x, payload has %08x", stream.ErrCorrupt, h.name, b.PayloadChecksum, crc))
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return stream.FailedAppend(err)
+		}
+		h.mu.Lock()
+		if err := h.stateErrLocked(); err != nil {
+			h.mu.Unlock()
+			return stream.FailedAppend(err)
+		}
+		if h.state == live && h.cl != nil {
+			break
+		}
+		h.mu.Unlock()
+		if err := h.prepare(ctx); err != nil {
+			return stream.FailedAppend(err)
+		}
+	}
+	defer h.mu.Unlock()
+	e := &entry{claim: h.cl.id, base: h.next, count: b.Count, ts: b.Timestamp, props: b.Properties, payload: b.Payload, crc: crc}
+	f, done := stream.NewAppendFuture()
+	if err := h.cl.w.enqueue(&queued{e: e, h: h, c: h.cl, done: done}); err != nil {
+		if h.state == live {
+			h.state, h.why = broken, err
+		}
+		return stream.FailedAppend(fmt.Errorf("%w: stream %q: %w", stream.ErrUnavailable, h.name, err))
+	}
+	h.next = e.end()
+	h.inflight++
+	return f
+}
+
+// ackedItems completes the session's entries of one acknowledged WAL batch.
+func (h *vstream) ackedItems(items []*queued, walOff int64) {
+	h.mu.Lock()
+	for _, q := range items {
+		c := q.c
+		if len(c.tail) == 0 {
+			c.oldest = time.Now()
+		}
+		c.tail = append(c.tail, tailEntry{e: q.e, walOff: walOff})
+		c.tailBytes += len(q.e.payload)
+		if q.e.end() > h.acked {
+			h.acked = q.e.end()
+		}
+		h.inflight--
+	}
+	if h.inflight == 0 {
+		h.settled.Broadcast()
+	}
+	h.mu.Unlock()
+	for _, q := range items {
+		q.done(stream.AppendResult{BaseOffset: q.e.base, NextOffset: q.e.end()}, nil)
+	}
+}
+
+// failedBatch takes back the session's entries of failed WAL batches:
+// the WAL they were in ended (W7). They wait, in order, for the session to
+// settle, which learns from the fenced WAL which of them landed: those are
+// acknowledged, the rest are appended again, at the same offsets, to a
+// new WAL (the offsets are never reused in the ended one). Only when
+// settling fails do they fail.
+func (h *vstream) failedBatch(items []*queued, err error) {
+	h.mu.Lock()
+	h.inflight -= len(items)
+	if h.inflight == 0 {
+		h.settled.Broadcast()
+	}
+	if h.state == fenced || errors.Is(err, stream.ErrClosed) || h.s.opts.broken.noPoison {
+		why := h.why
+		if h.state != fenced {
+			why = fmt.Errorf("%w: stream %q: %w", stream.ErrUnavailable, h.name, err)
+			if errors.Is(err, stream.ErrClosed) {
+				why = err
+			}
+		}
+		h.mu.Unlock()
+		for _, q := range items {
+			q.done(stream.AppendResult{}, why)
+		}
+		return
+	}
+	h.retry = append(h.retry, items...)
+	if h.state == live {
+		h.state, h.why = broken, err
+	}
+	start := !h.recovering
+	h.recovering = true
+	h.mu.Unlock()
+	if start {
+		go h.recover()
+	}
+}
+
+// recover settles a broken session in the background, so that appends
+// taken back by failedBatch complete without waiting for a new append.
+func (h *vstream) recover() {
+	h.opMu.Lock()
+	defer h.opMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h.mu.Lock()
+	h.recovering = false
+	need := h.state == broken || len(h.retry) > 0
+	h.mu.Unlock()
+	if need {
+		if err := h.settle(ctx); err != nil {
+			h.s.log.Debug("wal: settling a stream failed", "stream", h.name, "err", err)
+		}
+	}
+}
+
+// maxRetries bounds how often one append is appended again after failed
+// WAL appends before it fails.
+const maxRetries = 3
+
+// resolve completes or re-appends the taken-back entries once settling
+// has put what landed into V.data. Called with opMu held.
+func (h *vstream) resolve(ctx context.Context, items []*queued, settleErr error) {
+	h.mu.Lock()
+	dataNext, state, why := h.dataNext, h.state, h.why
+	h.mu.Unlock()
+	var rest []*queued
+	for _, q := range items {
+		if settleErr == nil && q.e.end() <= dataNext {
+			q.done(stream.AppendResult{BaseOffset: q.e.base, NextOffset: q.e.end()}, nil)
+			continue
+		}
+		rest = append(rest, q)
+	}
+	if len(rest) == 0 {
+		return
+	}
+	err := settleErr
+	switch {
+	case state == fenced:
+		err = why
+	case err != nil:
+	case rest[0].e.base != dataNext:
+		err = fmt.Errorf("%w: stream %q: append at %d lost its place (the log ends at %d)", stream.ErrUnavailable, h.name, rest[0].e.base, dataNext)
+	case rest[0].tries >= maxRetries:
+		err = fmt.Errorf("%w: stream %q: the WAL failed %d times under this append", stream.ErrUnavailable, h.name, rest[0].tries)
+	default:
+		err = h.claimWAL(ctx)
+	}
+	if err == nil {
+		h.mu.Lock()
+		for i, q := range rest {
+			q.tries++
+			q.e.claim, q.c = h.cl.id, h.cl
+			if eerr := h.cl.w.enqueue(q); eerr != nil {
+				h.state, h.why = broken, eerr
+				h.mu.Unlock()
+				h.failAll(rest[i:], fmt.Errorf("%w: stream %q: %w", stream.ErrUnavailable, h.name, eerr))
+				return
+			}
+			h.next = q.e.end()
+			h.inflight++
+		}
+		h.mu.Unlock()
+		return
+	}
+	if !errors.Is(err, stream.ErrFenced) && !errors.Is(err, stream.ErrUnavailable) && !errors.Is(err, stream.ErrClosed) {
+		err = fmt.Errorf("%w: stream %q: %w", stream.ErrUnavailable, h.name, err)
+	}
+	h.failAll(rest, err)
+}
+
+func (h *vstream) failAll(items []*queued, err error) {
+	for _, q := range items {
+		q.done(stream.AppendResult{}, err)
+	}
+}
+
+// prepare makes the session ready to append: a broken session settles
+// (W7 → W3), then a stream without a claim claims the live WAL (W2).
+func (h *vstream) prepare(ctx context.Context) error {
+	h.opMu.Lock()
+	defer h.opMu.Unlock()
+	h.mu.Lock()
+	state, cl := h.state, h.cl
+	h.mu.Unlock()
+	switch state {
+	case fenced, closed:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.stateErrLocked()
+	case broken:
+		return h.settle(ctx)
+	}
+	if cl != nil {
+		return nil
+	}
+	return h.claimWAL(ctx)
+}
+
+// settle brings a broken session back (W7): once its in-flight appends
+// are done, it reads what of its claim landed in the ended WAL — by
+// fencing that WAL, as any new owner would (W3a) — copies it to V.data
+// (W3b) and writes a record that names no WAL. The session's NextOffset
+// becomes V.data's. Called with opMu held.
+func (h *vstream) settle(ctx context.Context) error {
+	h.waitSettled()
+	h.mu.Lock()
+	cl, state := h.cl, h.state
+	h.mu.Unlock()
+	var err error
+	if cl != nil && state == broken {
+		rec := h.recordLocked(kindClaim)
+		rec.claim, rec.wal, rec.from = cl.id, cl.w.name, cl.from
+		err = h.takeOver(ctx, rec)
+	}
+	h.mu.Lock()
+	items := h.retry
+	h.retry = nil
+	if err == nil && h.state == broken {
+		h.state, h.why = live, nil
+	}
+	h.mu.Unlock()
+	h.resolve(ctx, items, err)
+	return err
+}
+
+// recordLocked returns a record of the session's current state.
+func (h *vstream) recordLocked(kind byte) record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return record{kind: kind, inc: h.inc, compacted: h.dataNext, start: max(h.start, h.lastStart), name: h.name}
+}
+
+// writeRecord appends rec to V.meta and waits. A fenced append fences the
+// session. The start a record carries never goes back, even after a
+// failed append whose record may have landed.
+func (h *vstream) writeRecord(ctx context.Context, rec record) error {
+	h.mu.Lock()
+	rec.start = max(rec.start, h.lastStart)
+	h.lastStart = rec.start
+	h.mu.Unlock()
+	r, err := stream.Append(ctx, h.meta, stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: rec.encode()})
+	if errors.Is(err, stream.ErrFenced) {
+		h.fenceLocal(fmt.Errorf("%w: stream %q: %w", stream.ErrFenced, h.name, err))
+	}
+	if err != nil {
+		return fmt.Errorf("stream %q: writing its meta record: %w", h.name, err)
+	}
+	h.recorded(rec)
+	if r.BaseOffset%metaTrimEvery == metaTrimEvery-1 {
+		// Only the last record counts: keep V.meta short.
+		if err := h.meta.Trim(ctx, r.BaseOffset); err != nil {
+			h.s.log.Debug("wal: trimming a meta stream failed", "stream", h.name, "err", err)
+		}
+	}
+	return nil
+}
+
+// metaTrimEvery is how many records V.meta grows by between its trims.
+const metaTrimEvery = 256
+
+// recorded notes that rec is V.meta's last record or older than it: a
+// claim of this session that rec does not name can no longer be named
+// (an earlier record that may land lands before rec), so it is released;
+// the claim rec names is pinned from rec's WAL offset on (W6a).
+func (h *vstream) recorded(rec record) {
+	h.s.mu.Lock()
+	var drop []*claim
+	var keep *claim
+	for _, c := range h.s.claims {
+		if c.h != h {
+			continue
+		}
+		if c.id == rec.claim && rec.wal != "" {
+			keep = c
+		} else {
+			drop = append(drop, c)
+		}
+	}
+	h.s.mu.Unlock()
+	for _, c := range drop {
+		h.s.release(c)
+	}
+	if keep != nil {
+		keep.w.mu.Lock()
+		keep.pinFrom = rec.from
+		keep.w.mu.Unlock()
+	}
+}
+
+// claimWAL claims the live WAL for the stream's next appends (W2): the
+// claim record names the WAL and its acknowledged end, at or below every
+// entry the stream will put there. Called with opMu held.
+func (h *vstream) claimWAL(ctx context.Context) error {
+	w, err := h.s.liveWAL(ctx)
+	if err != nil {
+		return err
+	}
+	c := &claim{id: h.s.newID(), w: w, h: h}
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return fmt.Errorf("%w: stream %q: %w", stream.ErrUnavailable, h.name, w.err)
+	}
+	c.from, c.pinFrom = w.acked, w.acked
+	w.claims[c.id] = c // pinned before the record may land
+	w.mu.Unlock()
+	h.s.mu.Lock()
+	h.s.claims[c.id] = c
+	h.s.mu.Unlock()
+	rec := h.recordLocked(kindClaim)
+	rec.claim, rec.wal, rec.from = c.id, w.name, c.from
+	if err := h.writeRecord(ctx, rec); err != nil {
+		h.mu.Lock()
+		if h.state == live {
+			h.state, h.why = broken, err
+		}
+		h.mu.Unlock()
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.stateErrLocked(); err != nil {
+		return err
+	}
+	h.cl = c
+	return nil
+}
+
+// release unpins c: a record that does not name it is V.meta's last.
+func (s *Store) release(c *claim) {
+	c.w.mu.Lock()
+	delete(c.w.claims, c.id)
+	c.w.mu.Unlock()
+	s.mu.Lock()
+	delete(s.claims, c.id)
+	s.mu.Unlock()
+}
+
+// releaseClaims releases every claim of the session (its stream was
+// deleted: no record names them any more).
+func (h *vstream) releaseClaims() {
+	h.s.mu.Lock()
+	var cs []*claim
+	for _, c := range h.s.claims {
+		if c.h == h {
+			cs = append(cs, c)
+		}
+	}
+	h.s.mu.Unlock()
+	for _, c := range cs {
+		h.s.release(c)
+	}
+}
+
+// Fetch returns whole batches overlapping [start, end): from V.data below
+// dataNext, then from the tail in memory.
+func (h *vstream) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]stream.Batch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if maxBytes <= 0 || maxBytes > h.s.info.MaxFetchBytes {
+		maxBytes = h.s.info.MaxFetchBytes
+	}
+	for attempt := 0; ; attempt++ {
+		h.mu.Lock()
+		if h.state == closed {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("%w: stream %q", stream.ErrClosed, h.name)
+		}
+		vstart, acked, dataNext, data := h.start, h.acked, h.dataNext, h.data
+		var tail []tailEntry
+		if h.cl != nil {
+			tail = h.cl.tail
+		}
+		h.mu.Unlock()
+		if start < vstart || start > acked {
+			return nil, fmt.Errorf("%w: stream %q: offset %d outside [%d, %d]", stream.ErrOffsetOutOfRange, h.name, start, vstart, acked)
+		}
+		end = min(end, acked)
+		if start >= end {
+			return nil, nil
+		}
+		out, err := fetchFrom(ctx, h.s, h.name, h.inc, data, dataNext, tail, start, end, maxBytes)
+		if err != nil && attempt < 3 && errors.Is(err, stream.ErrOffsetOutOfRange) {
+			continue // compaction moved the tail under us
+		}
+		return out, err
+	}
+}
+
+// fetchFrom serves [start, end) from V.data below dataNext, then from the
+// tail entries (sorted by offset, continuing V.data).
+func fetchFrom(ctx context.Context, s *Store, name string, inc id, data stream.Stream, dataNext int64, tail []tailEntry, start, end int64, maxBytes int) ([]stream.Batch, error) {
+	var out []stream.Batch
+	size := 0
+	if start < dataNext {
+		bs, err := data.Fetch(ctx, start, min(end, dataNext), maxBytes)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: reading its data stream: %w", name, err)
+		}
+		for _, b := range bs {
+			vb, err := decodeData(inc, name, b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, vb)
+			size += vb.Size()
+			start = vb.EndOffset()
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("%w: stream %q: its data stream has nothing at %d below %d", stream.ErrCorrupt, name, start, dataNext)
+		}
+		if start < min(end, dataNext) || size >= maxBytes {
+			return out, nil
+		}
+	}
+	for _, t := range tail {
+		if t.e.end() <= start {
+			continue
+		}
+		if t.e.base >= end || (len(out) > 0 && size >= maxBytes) {
+			break
+		}
+		b, err := t.e.verified(name)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, b)
+		size += b.Size()
+	}
+	return out, nil
+}
+
+// Trim moves the start offset forward with a V.meta record, then trims
+// V.data below min(start, what it holds).
+func (h *vstream) Trim(ctx context.Context, newStart int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h.opMu.Lock()
+	defer h.opMu.Unlock()
+	h.mu.Lock()
+	err := h.stateErrLocked()
+	state, acked, cur := h.state, h.acked, max(h.start, h.lastStart)
+	h.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if newStart > acked {
+		return fmt.Errorf("%w: stream %q: trim to %d beyond NextOffset %d", stream.ErrOffsetOutOfRange, h.name, newStart, acked)
+	}
+	if newStart <= cur {
+		return nil
+	}
+	if state == broken {
+		if err := h.settle(ctx); err != nil {
+			return err
+		}
+	}
+	rec := h.recordLocked(kindTrim)
+	rec.start = newStart
+	h.mu.Lock()
+	if c := h.cl; c != nil {
+		rec.claim, rec.wal, rec.from = c.id, c.w.name, c.pinFromLocked()
+	}
+	h.mu.Unlock()
+	if err := h.writeRecord(ctx, rec); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.start = newStart
+	dataNext := h.dataNext
+	h.mu.Unlock()
+	if t := min(newStart, dataNext); t > h.data.StartOffset() {
+		if err := h.data.Trim(ctx, t); err != nil {
+			h.s.log.Debug("wal: trimming a data stream failed; the next trim retries", "stream", h.name, "err", err)
+		}
+	}
+	return nil
+}
+
+// pinFromLocked is the WAL offset a record of this claim names now.
+func (c *claim) pinFromLocked() int64 {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	return c.pinFrom
+}
+
+// Close waits for the session's appends, copies its tail to V.data and
+// writes a close record that names no WAL (W5), so that neither the next
+// owner nor GC needs this session's WAL for the stream.
+func (h *vstream) Close() error {
+	h.mu.Lock()
+	if h.state == closed || h.closing {
+		h.mu.Unlock()
+		return fmt.Errorf("%w: stream %q", stream.ErrClosed, h.name)
+	}
+	h.closing = true
+	h.mu.Unlock()
+	h.waitSettled()
+	h.opMu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	h.mu.Lock()
+	state, retries := h.state, len(h.retry)
+	h.mu.Unlock()
+	if state == broken || retries > 0 {
+		_ = h.settle(ctx) // appends taken back from an ended WAL complete first
+		h.waitSettled()
+	}
+	if err := h.compact(ctx, kindClose); err != nil {
+		h.s.log.Debug("wal: closing: the tail stays in the WAL for the next owner", "stream", h.name, "err", err)
+	}
+	cancel()
+	h.opMu.Unlock()
+	h.mu.Lock()
+	h.state = closed
+	h.mu.Unlock()
+	h.s.mu.Lock()
+	if h.s.handles[h.name] == h {
+		delete(h.s.handles, h.name)
+	}
+	h.s.mu.Unlock()
+	_ = h.meta.Close()
+	_ = h.data.Close()
+	return nil
+}

@@ -1,0 +1,278 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// walEpoch is the epoch a session writes its WAL at; fenceEpoch, above it,
+// is the epoch anyone else opens a WAL at to fence it (W1). Nobody appends
+// to a WAL at fenceEpoch, so fencers may supersede one another freely.
+const (
+	walEpoch   = 1
+	fenceEpoch = 2
+)
+
+// queued is one virtual append waiting in, or flushed to, a WAL.
+type queued struct {
+	e    *entry
+	h    *vstream
+	c    *claim
+	done func(stream.AppendResult, error)
+	// tries counts the WALs that failed under this append.
+	tries int
+}
+
+// flush is one WAL batch in flight.
+type flush struct {
+	items []*queued
+	fut   *stream.AppendFuture
+}
+
+// writer is a session's WAL: the only writer of one base stream (W1). It
+// batches the appends of every virtual stream of the session into WAL
+// batches (group commit across streams), keeps up to MaxInflightFlushes of
+// them in flight, and completes the virtual appends in WAL order. The
+// first failed WAL append ends it (W7).
+type writer struct {
+	s    *Store
+	name string
+	sid  id
+	base stream.Stream
+
+	mu         sync.Mutex
+	queue      []*queued
+	queueBytes int
+	queuedAt   time.Time
+	timer      *time.Timer
+	inflight   int
+	err        error // set once: the WAL is dead (W7)
+	acked      int64 // end of the acknowledged WAL batches
+	trimmed    int64 // the WAL is trimmed below this
+	claims     map[id]*claim
+	flushes    chan *flush
+	ackerDone  chan struct{}
+	closedOnce sync.Once
+}
+
+func newWriter(s *Store, name string, sid id, base stream.Stream) *writer {
+	w := &writer{
+		s: s, name: name, sid: sid, base: base,
+		acked: base.NextOffset(), trimmed: base.StartOffset(),
+		claims:    make(map[id]*claim),
+		flushes:   make(chan *flush, s.opts.MaxInflightFlushes+1),
+		ackerDone: make(chan struct{}),
+	}
+	go w.acker()
+	return w
+}
+
+// dead returns the error that ended the WAL, or nil.
+func (w *writer) dead() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// ackedEnd returns the end of the acknowledged WAL batches.
+func (w *writer) ackedEnd() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked
+}
+
+// enqueue queues q for the next WAL batch, or fails at once if the WAL is
+// dead. Callers hold q.h.mu, so a stream's entries queue in offset order.
+func (w *writer) enqueue(q *queued) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.queue) == 0 {
+		w.queuedAt = time.Now()
+	}
+	w.queue = append(w.queue, q)
+	w.queueBytes += q.e.size()
+	w.maybeFlushLocked()
+	return nil
+}
+
+// maybeFlushLocked cuts WAL batches while a flush slot is free and the
+// queue is due: full, or lingered long enough.
+func (w *writer) maybeFlushLocked() {
+	for len(w.queue) > 0 && w.inflight < w.s.opts.MaxInflightFlushes && w.err == nil {
+		linger := w.s.opts.Linger
+		if w.queueBytes < w.s.opts.MaxFlushBytes && linger > 0 {
+			wait := linger - time.Since(w.queuedAt)
+			if wait > 0 {
+				if w.timer == nil {
+					w.timer = time.AfterFunc(wait, w.timerFired)
+				}
+				return
+			}
+		}
+		w.flushLocked()
+	}
+}
+
+func (w *writer) timerFired() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timer = nil
+	w.maybeFlushLocked()
+}
+
+// flushLocked encodes up to MaxFlushBytes of the queue as one WAL batch and
+// appends it to the base WAL.
+func (w *writer) flushLocked() {
+	n, size := 0, 0
+	for n < len(w.queue) && (n == 0 || size+w.queue[n].e.size() <= w.s.opts.MaxFlushBytes) {
+		size += w.queue[n].e.size()
+		n++
+	}
+	items := make([]*queued, n)
+	copy(items, w.queue)
+	w.queue = w.queue[n:]
+	w.queueBytes -= size
+	if len(w.queue) > 0 {
+		w.queuedAt = time.Now()
+	}
+	entries := make([]*entry, n)
+	for i, q := range items {
+		entries[i] = q.e
+	}
+	payload := encodeWALBatch(w.sid, entries, size)
+	// The entries now alias the WAL batch, not the callers' buffers: the
+	// tails keep the batch for reads until compaction.
+	rebindPayloads(payload, entries)
+	w.inflight++
+	fut := w.base.Append(context.Background(), stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload})
+	w.flushes <- &flush{items: items, fut: fut}
+}
+
+// rebindPayloads points each entry's payload at its copy inside the WAL
+// batch b (encoded by encodeWALBatch from those entries).
+func rebindPayloads(b []byte, entries []*entry) {
+	pos := 4 + 16 + 4
+	for _, e := range entries {
+		pos += 16 + 8 + 4 + 8 + 2
+		for k, v := range e.props {
+			pos += 2 + len(k) + 4 + len(v)
+		}
+		pos += 4
+		e.payload = b[pos : pos+len(e.payload) : pos+len(e.payload)]
+		pos += len(e.payload) + 4
+	}
+}
+
+// acker completes WAL batches in order. After the first failure every
+// later batch fails too, even one the base acknowledges: offsets past a
+// possible gap are never acknowledged (W4, W7).
+func (w *writer) acker() {
+	defer close(w.ackerDone)
+	for f := range w.flushes {
+		res, err := f.fut.Result()
+		w.mu.Lock()
+		w.inflight--
+		if err == nil && w.err != nil {
+			err = w.err
+		}
+		if err == nil {
+			w.acked = res.NextOffset
+			w.mu.Unlock()
+			w.ackItems(f.items, res.BaseOffset)
+			w.mu.Lock()
+			w.maybeFlushLocked()
+			w.mu.Unlock()
+			continue
+		}
+		first := w.err == nil
+		if first {
+			if w.s.opts.broken.noPoison && !errors.Is(err, stream.ErrFenced) && !errors.Is(err, stream.ErrClosed) {
+				w.mu.Unlock()
+				w.failItems(f.items, fmt.Errorf("%w: WAL %s: %w", stream.ErrUnavailable, w.name, err))
+				continue
+			}
+			w.err = fmt.Errorf("WAL %s ended by a failed append: %w", w.name, err)
+			if w.timer != nil {
+				w.timer.Stop()
+				w.timer = nil
+			}
+		}
+		rest := w.queue
+		w.queue, w.queueBytes = nil, 0
+		w.mu.Unlock()
+		if first {
+			w.s.walDied(w)
+		}
+		w.failItems(f.items, err)
+		w.failItems(rest, err)
+	}
+}
+
+// ackItems completes the virtual appends of one acknowledged WAL batch,
+// handing each stream its entries at once so that a compaction snapshot
+// sees all or none of a batch's entries of a stream.
+func (w *writer) ackItems(items []*queued, walOff int64) {
+	order, by := byStream(items)
+	for _, h := range order {
+		h.ackedItems(by[h], walOff)
+	}
+}
+
+// byStream groups items by stream, streams in order of first appearance.
+func byStream(items []*queued) ([]*vstream, map[*vstream][]*queued) {
+	var order []*vstream
+	by := make(map[*vstream][]*queued)
+	for _, q := range items {
+		if _, ok := by[q.h]; !ok {
+			order = append(order, q.h)
+		}
+		by[q.h] = append(by[q.h], q)
+	}
+	return order, by
+}
+
+func (w *writer) failItems(items []*queued, err error) {
+	order, by := byStream(items)
+	for _, h := range order {
+		h.failedBatch(by[h], err)
+	}
+}
+
+// close stops the WAL: queued appends are flushed, in-flight ones
+// completed, then the base session closes.
+func (w *writer) close() {
+	w.closedOnce.Do(func() {
+		w.mu.Lock()
+		for len(w.queue) > 0 && w.err == nil {
+			if w.inflight >= w.s.opts.MaxInflightFlushes {
+				w.mu.Unlock()
+				time.Sleep(time.Millisecond)
+				w.mu.Lock()
+				continue
+			}
+			w.flushLocked()
+		}
+		if w.timer != nil {
+			w.timer.Stop()
+			w.timer = nil
+		}
+		if w.err == nil {
+			w.err = fmt.Errorf("%w: WAL %s closed", stream.ErrClosed, w.name)
+		}
+		rest := w.queue
+		w.queue = nil
+		close(w.flushes)
+		w.mu.Unlock()
+		w.failItems(rest, stream.ErrClosed)
+		<-w.ackerDone
+		_ = w.base.Close()
+	})
+}
