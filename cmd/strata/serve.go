@@ -62,6 +62,9 @@ type serveConfig struct {
 	DefaultDriver string       `yaml:"default_driver"`
 	// Topics route topic-name prefixes to drivers.
 	Topics []topicRoute `yaml:"topics"`
+	// StreamSets configures write-ahead stream sets for the embedded
+	// default and for every driver without a stream_sets of its own.
+	StreamSets *streamSetsConfig `yaml:"stream_sets"`
 	// TLS and SASL are not supported yet: setting them fails startup.
 	TLS  yaml.Node `yaml:"tls"`
 	SASL yaml.Node `yaml:"sasl"`
@@ -83,6 +86,8 @@ type driverSpec struct {
 	// AllowNonDurable accepts a driver whose Info says it is not durable or
 	// not shared between processes (the memory driver): for tests only.
 	AllowNonDurable bool `yaml:"allow_non_durable"`
+	// StreamSets overrides the top-level stream_sets for this driver.
+	StreamSets *streamSetsConfig `yaml:"stream_sets"`
 }
 
 // topicRoute sends topics whose names start with Prefix to Driver.
@@ -314,8 +319,14 @@ func loadStores(ctx context.Context, cfg serveConfig, dataDir string, logger *sl
 			return nil, fmt.Errorf("embedded default (nfs driver on %s): %w", dir, err)
 		}
 		logger.Info("driver loaded", "name", "nfs", "mode", "in-process (embedded default)", "root", dir)
-		ls := []loadedStore{{name: "nfs", store: st}}
-		return ls, checkInfo("nfs", st, false)
+		if err := checkInfo("nfs", st, false); err != nil {
+			return []loadedStore{{name: "nfs", store: st}}, err
+		}
+		ws, err := withStreamSets("nfs", st, cfg.StreamSets.merged(nil), logger)
+		if err != nil {
+			return []loadedStore{{name: "nfs", store: st}}, err
+		}
+		return []loadedStore{{name: "nfs", store: ws}}, nil
 	}
 	var out []loadedStore
 	for i, d := range cfg.Drivers {
@@ -323,10 +334,16 @@ func loadStores(ctx context.Context, cfg serveConfig, dataDir string, logger *sl
 		if err != nil {
 			return out, fmt.Errorf("drivers[%d] %s: %w", i, d.Name, err)
 		}
-		out = append(out, loadedStore{name: d.Name, store: st})
 		if err := checkInfo(d.Name, st, d.AllowNonDurable); err != nil {
+			out = append(out, loadedStore{name: d.Name, store: st})
 			return out, fmt.Errorf("drivers[%d] %s: %w", i, d.Name, err)
 		}
+		ws, err := withStreamSets(d.Name, st, d.StreamSets.merged(cfg.StreamSets), logger)
+		if err != nil {
+			out = append(out, loadedStore{name: d.Name, store: st})
+			return out, fmt.Errorf("drivers[%d] %s: %w", i, d.Name, err)
+		}
+		out = append(out, loadedStore{name: d.Name, store: ws})
 	}
 	if cfg.DefaultDriver != "" {
 		for i, s := range out {

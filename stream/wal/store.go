@@ -399,3 +399,6 @@ func (s *Store) background(ctx context.Context) {
 		}
 	}
 }
+
+// Options returns the store's options with their defaults filled in.
+func (s *Store) Options() Options { return s.opts }

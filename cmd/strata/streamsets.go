@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/wal"
+)
+
+// streamSetsConfig is the `stream_sets` section of the serve config (top
+// level: the embedded default and every driver without a section of its
+// own; per driver: that driver). Stream sets are on unless enabled is
+// false: the partitions and the broker's own streams on that driver are
+// virtual streams sharing one write-ahead stream per broker session
+// (stream/wal), so backend writes grow with bytes, not partitions.
+type streamSetsConfig struct {
+	// Enabled turns stream sets on (default) or off for a driver.
+	Enabled *bool `yaml:"enabled"`
+	// Linger is the group-commit window across all partitions (default 5ms).
+	Linger time.Duration `yaml:"linger"`
+	// MaxFlushBytes cuts a WAL batch at this size (default 4 MiB).
+	MaxFlushBytes int `yaml:"max_flush_bytes"`
+	// CompactBytes starts compaction when this much acked data is not yet
+	// in per-partition data streams (default 64 MiB).
+	CompactBytes int64 `yaml:"compact_bytes"`
+	// CompactInterval starts compaction when the oldest such data is this
+	// old (default 5m).
+	CompactInterval time.Duration `yaml:"compact_interval"`
+}
+
+// merged returns c with unset fields taken from def.
+func (c *streamSetsConfig) merged(def *streamSetsConfig) streamSetsConfig {
+	var out streamSetsConfig
+	if def != nil {
+		out = *def
+	}
+	if c == nil {
+		return out
+	}
+	if c.Enabled != nil {
+		out.Enabled = c.Enabled
+	}
+	if c.Linger != 0 {
+		out.Linger = c.Linger
+	}
+	if c.MaxFlushBytes != 0 {
+		out.MaxFlushBytes = c.MaxFlushBytes
+	}
+	if c.CompactBytes != 0 {
+		out.CompactBytes = c.CompactBytes
+	}
+	if c.CompactInterval != 0 {
+		out.CompactInterval = c.CompactInterval
+	}
+	return out
+}
+
+// withStreamSets wraps a driver's store in stream sets unless they are off.
+func withStreamSets(name string, st stream.Store, c streamSetsConfig, logger *slog.Logger) (stream.Store, error) {
+	if c.Enabled != nil && !*c.Enabled {
+		logger.Info("stream sets off", "driver", name)
+		return st, nil
+	}
+	ws, err := wal.NewStore(st, wal.Options{
+		Linger: c.Linger, MaxFlushBytes: c.MaxFlushBytes,
+		CompactBytes: c.CompactBytes, CompactInterval: c.CompactInterval,
+		Logger: logger.With("driver", name),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream_sets: %w", err)
+	}
+	logger.Info("stream sets on", "driver", name, "linger", ws.Options().Linger)
+	return ws, nil
+}
