@@ -17,7 +17,9 @@ import (
 
 	"github.com/stratastream/strata/conformance"
 	"github.com/stratastream/strata/sharedlog/sharedlogtest"
+	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/plugin"
+	"github.com/stratastream/strata/stream/wal"
 )
 
 const conformanceUsage = `Usage: strata conformance --driver NAME|PATH [flags]
@@ -81,6 +83,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		seed       = fs.Int64("seed", 0, "seed for randomised cases (default $STRATA_SEED or a fresh one); a failing case prints it")
 		timeout    = fs.Duration("timeout", 5*time.Minute, "time limit for one case")
 		scale      = fs.Float64("scale", 1, "scale the sizes of the load-bearing cases (e.g. 0.25 for a slow backend)")
+		streamSets = fs.Bool("stream-sets", false, "run the cases on virtual streams (stream/wal, as strata serve does by default) over the out-of-process driver")
 		verbose    = fs.Bool("v", false, "print every case's log, and the driver's logs at debug level")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -141,11 +144,22 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return bad("driver %s: %v", *driver, err)
 	}
+	layer := ""
+	if *streamSets {
+		h = conformance.WrapHarness(h, func(t conformance.T, base stream.Store) stream.Store {
+			ws, err := wal.NewStore(base, wal.Options{Logger: logger})
+			if err != nil {
+				t.Fatalf("wal.NewStore: %v", err)
+			}
+			return ws
+		})
+		layer = " on stream sets"
+	}
 	h.BackendCtl, h.Scale = *backendCtl, *scale
 	h.Seed = conformance.ResolveSeed(*seed)
 
-	fmt.Fprintf(stderr, "strata conformance: driver %s %s (%s), out of process, suite %s, %d cases, seed %d\n",
-		info.Driver, info.Version, bin, *suite, len(plan), h.Seed)
+	fmt.Fprintf(stderr, "strata conformance: driver %s %s (%s), out of process%s, suite %s, %d cases, seed %d\n",
+		info.Driver, info.Version, bin, layer, *suite, len(plan), h.Seed)
 	rep := reportJSON{Driver: *driver, OutOfProcess: true, Suite: *suite, Cases: []caseJSON{}}
 	var results []conformance.Result
 	runID := fmt.Sprintf("cli%d", time.Now().UnixNano()%1e9)
