@@ -76,7 +76,7 @@ func TestCrashChild(t *testing.T) {
 	out.Flush()
 	rng := rand.New(rand.NewPCG(uint64(round), 7))
 	type pending struct {
-		f                  *stream.AppendFuture
+		f                 *stream.AppendFuture
 		stream, seq, size int
 	}
 	var q []pending
