@@ -272,6 +272,7 @@ type frozenWAL struct {
 	ready   chan struct{}
 	err     error
 	byClaim map[id][]tailEntry
+	corrupt []int64 // WAL offsets of batches that failed their checks
 	used    time.Time
 }
 
@@ -295,6 +296,12 @@ func (s *Store) frozenEntries(ctx context.Context, rec record) ([]tailEntry, err
 	if f.err != nil {
 		return nil, f.err
 	}
+	for _, off := range f.corrupt {
+		if off >= rec.from {
+			// The stream's tail may have entries in that batch.
+			return nil, fmt.Errorf("%w: stream %q: WAL %s has a corrupt batch at %d, within the tail from %d", stream.ErrCorrupt, rec.name, rec.wal, off, rec.from)
+		}
+	}
 	var out []tailEntry
 	for _, t := range f.byClaim[rec.claim] {
 		if t.walOff >= rec.from {
@@ -313,7 +320,7 @@ func (s *Store) loadFrozen(name string, f *frozenWAL) {
 	defer close(f.ready)
 	ctx, cancel := context.WithTimeout(context.Background(), frozenLoadTimeout)
 	defer cancel()
-	f.byClaim, f.err = s.readWAL(ctx, name)
+	f.byClaim, f.corrupt, f.err = s.readWAL(ctx, name)
 	if f.err != nil {
 		s.mu.Lock()
 		if s.frozen[name] == f {
@@ -323,11 +330,13 @@ func (s *Store) loadFrozen(name string, f *frozenWAL) {
 	}
 }
 
-// readWAL fences the WAL name (W3a) and reads all of it.
-func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, error) {
+// readWAL fences the WAL name (W3a) and reads all of it. A batch that
+// fails its checks is skipped and its offset returned: it makes the
+// streams whose tail reaches it ErrCorrupt, not the others.
+func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, []int64, error) {
 	sid, ok := s.parseWALName(name)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q is not a WAL name", stream.ErrCorrupt, name)
+		return nil, nil, fmt.Errorf("%w: %q is not a WAL name", stream.ErrCorrupt, name)
 	}
 	frozenLoads.Lock()
 	defer frozenLoads.Unlock()
@@ -337,26 +346,38 @@ func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, e
 	}
 	st, err := s.base.Open(ctx, name, opts)
 	if errors.Is(err, stream.ErrNotFound) {
-		return nil, fmt.Errorf("%w: WAL %s, named by a meta record, does not exist", stream.ErrCorrupt, name)
+		return nil, nil, fmt.Errorf("%w: WAL %s, named by a meta record, does not exist", stream.ErrCorrupt, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("wal: fencing WAL %s: %w", name, err)
+		return nil, nil, fmt.Errorf("wal: fencing WAL %s: %w", name, err)
 	}
 	defer st.Close()
 	out := make(map[id][]tailEntry)
-	pos := st.StartOffset()
-	for {
+	var corrupt []int64
+	pos, end := st.StartOffset(), st.NextOffset()
+	for pos < end {
 		bs, err := st.Fetch(ctx, pos, stream.NoEnd, 0)
+		if errors.Is(err, stream.ErrCorrupt) {
+			// Find the bad batch one offset at a time (a WAL batch
+			// has Count 1).
+			if bs, err = st.Fetch(ctx, pos, pos+1, 0); err != nil || len(bs) == 0 {
+				s.log.Warn("wal: corrupt WAL batch", "wal", name, "offset", pos, "err", err)
+				corrupt = append(corrupt, pos)
+				pos++
+				continue
+			}
+		}
 		if err != nil {
-			return nil, fmt.Errorf("wal: reading WAL %s at %d: %w", name, pos, err)
+			return nil, nil, fmt.Errorf("wal: reading WAL %s at %d: %w", name, pos, err)
 		}
 		if len(bs) == 0 {
-			return out, nil
+			break
 		}
 		for _, b := range bs {
 			es, err := decodeWALBatch(sid, b.Payload)
 			if err != nil {
-				return nil, fmt.Errorf("WAL %s at %d: %w", name, b.BaseOffset, err)
+				s.log.Warn("wal: corrupt WAL batch", "wal", name, "offset", b.BaseOffset, "err", err)
+				corrupt = append(corrupt, b.BaseOffset)
 			}
 			for _, e := range es {
 				out[e.claim] = append(out[e.claim], tailEntry{e: e, walOff: b.BaseOffset})
@@ -364,6 +385,7 @@ func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, e
 			pos = b.EndOffset()
 		}
 	}
+	return out, corrupt, nil
 }
 
 // evictFrozen drops frozen WALs unused for a while.

@@ -1,0 +1,238 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stratastream/strata/drivers/memory"
+	"github.com/stratastream/strata/stream"
+)
+
+// keepBase keeps a shared base store open when one virtual Store closes.
+type keepBase struct{ stream.Store }
+
+func (keepBase) Close() error { return nil }
+
+func newTestStore(t *testing.T, base stream.Store) *Store {
+	t.Helper()
+	s, err := NewStore(keepBase{base}, Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func mustAppend(t *testing.T, st stream.Stream, payload string) stream.AppendResult {
+	t.Helper()
+	r, err := stream.Append(context.Background(), st, stream.Batch{Count: 1, Payload: []byte(payload)})
+	if err != nil {
+		t.Fatalf("append to %s: %v", st.Name(), err)
+	}
+	return r
+}
+
+// crashedWriter leaves streams with tails in the WAL of a writer session
+// that is then abandoned (its Store dropped without Close), and returns
+// the WAL's name.
+func crashedWriter(t *testing.T, base stream.Store, names ...string) string {
+	t.Helper()
+	s, err := NewStore(keepBase{base}, Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, n := range names {
+		st, err := s.Open(ctx, n, stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			mustAppend(t, st, fmt.Sprintf("%s-%d", n, i))
+		}
+	}
+	s.mu.Lock()
+	w := s.w.name
+	s.mu.Unlock()
+	s.stop() // the "crash": background work stops, nothing is written
+	return w
+}
+
+// appendRaw appends payload to the base stream name after fencing it.
+func appendRaw(t *testing.T, base stream.Store, name string, epoch uint64, payload []byte) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := base.Open(ctx, name, stream.OpenOptions{Epoch: epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := stream.Append(ctx, st, stream.Batch{Count: 1, Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadWALBatch(t *testing.T) {
+	validOther := encodeWALBatch(id{9}, []*entry{{claim: id{1}, count: 1, payload: []byte("x")}}, 64)
+	own := func(wal string) id { sid, _ := (&Store{opts: Options{Prefix: DefaultPrefix}}).parseWALName(wal); return sid }
+	for _, tc := range []struct {
+		name string
+		bad  func(wal string) []byte
+	}{
+		{"garbage", func(string) []byte { return []byte("not a WAL batch at all") }},
+		{"truncated", func(w string) []byte {
+			b := encodeWALBatch(own(w), []*entry{{claim: id{1}, count: 1, payload: []byte("payload")}}, 64)
+			return b[:len(b)-5]
+		}},
+		{"another session's", func(string) []byte { return validOther }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := memory.New(memory.Config{})
+			w := crashedWriter(t, base, "a", "b")
+			appendRaw(t, base, w, fenceEpoch, tc.bad(w))
+			s := newTestStore(t, base)
+			_, err := s.Open(context.Background(), "a", stream.OpenOptions{Epoch: 2})
+			if !errors.Is(err, stream.ErrCorrupt) {
+				t.Fatalf("open of a stream whose tail reaches a %s WAL batch: %v, want ErrCorrupt", tc.name, err)
+			}
+			ro, err := s.Open(context.Background(), "b", stream.OpenOptions{Mode: stream.ModeReadOnly})
+			if err == nil {
+				_, err = ro.Fetch(context.Background(), 0, stream.NoEnd, 0)
+				ro.Close()
+			}
+			if !errors.Is(err, stream.ErrCorrupt) {
+				t.Fatalf("read-only fetch of a stream whose tail reaches a %s WAL batch: %v, want ErrCorrupt", tc.name, err)
+			}
+		})
+	}
+}
+
+func TestBadMetaRecord(t *testing.T) {
+	other := record{kind: kindPark, inc: id{3}, name: "b"}
+	for _, tc := range []struct {
+		name string
+		rec  []byte
+	}{
+		{"garbage", []byte("garbage")},
+		{"truncated", (&record{kind: kindPark, inc: id{3}, name: "a"}).encode()[:20]},
+		{"another stream's", other.encode()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := memory.New(memory.Config{})
+			s := newTestStore(t, base)
+			ctx := context.Background()
+			st, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, st, "one")
+			st.Close()
+			appendRaw(t, base, metaName("a"), 2, tc.rec)
+			for _, mode := range []stream.Mode{stream.ModeReadWrite, stream.ModeReadOnly} {
+				_, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 3, Mode: mode})
+				if !errors.Is(err, stream.ErrCorrupt) {
+					t.Fatalf("%v open after a %s meta record: %v, want ErrCorrupt", mode, tc.name, err)
+				}
+			}
+		})
+	}
+}
+
+func TestForeignDataBatch(t *testing.T) {
+	base := memory.New(memory.Config{})
+	s := newTestStore(t, base)
+	ctx := context.Background()
+	st, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, st, "one")
+	st.Close() // compacts: "one" is in a.d
+	// A batch of another incarnation (as a copied-over object would be).
+	appendRaw(t, base, dataName("a"), 2, encodeData(id{7}, &entry{count: 1, payload: []byte("foreign"), crc: stream.Checksum([]byte("foreign"))}))
+	st, err = s.Open(ctx, "a", stream.OpenOptions{Epoch: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	bs, err := st.Fetch(ctx, 1, stream.NoEnd, 0)
+	if !errors.Is(err, stream.ErrCorrupt) {
+		t.Fatalf("fetch of a foreign data batch: %d batches, %v; want ErrCorrupt", len(bs), err)
+	}
+	if bs, err := st.Fetch(ctx, 0, 1, 0); err != nil || len(bs) != 1 || string(bs[0].Payload) != "one" {
+		t.Fatalf("fetch of the stream's own batch: %v, %v", bs, err)
+	}
+}
+
+// countingBase counts the opens and fetches of WAL streams.
+type countingBase struct {
+	stream.Store
+	walOpens, walFetches atomic.Int64
+}
+
+func (c *countingBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
+	st, err := c.Store.Open(ctx, name, o)
+	if err != nil || !strings.HasPrefix(name, DefaultPrefix+"/") {
+		return st, err
+	}
+	c.walOpens.Add(1)
+	return countingStream{st, c}, nil
+}
+
+func (c *countingBase) Close() error { return nil }
+
+type countingStream struct {
+	stream.Stream
+	c *countingBase
+}
+
+func (s countingStream) Fetch(ctx context.Context, start, end int64, max int) ([]stream.Batch, error) {
+	s.c.walFetches.Add(1)
+	return s.Stream.Fetch(ctx, start, end, max)
+}
+
+// TestRecoveryReadsWALOnce: opening many streams whose tails sit in one
+// frozen WAL fences and reads that WAL once, not once per stream.
+func TestRecoveryReadsWALOnce(t *testing.T) {
+	base := memory.New(memory.Config{})
+	var names []string
+	for i := range 64 {
+		names = append(names, fmt.Sprintf("p/%d", i))
+	}
+	crashedWriter(t, base, names...)
+	cb := &countingBase{Store: base}
+	s, err := NewStore(cb, Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	errs := make([]error, len(names))
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := s.Open(context.Background(), n, stream.OpenOptions{Epoch: 2})
+			if err == nil {
+				if st.NextOffset() != 3 {
+					err = fmt.Errorf("NextOffset %d, want 3", st.NextOffset())
+				}
+				st.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if o, f := cb.walOpens.Load(), cb.walFetches.Load(); o != 1 || f > 2 {
+		t.Fatalf("opening %d streams with tails in one WAL opened it %d times and fetched %d times; want 1 open, at most 2 fetches", len(names), o, f)
+	}
+	t.Logf("%d streams reopened: the WAL opened %d time, fetched %d times", len(names), cb.walOpens.Load(), cb.walFetches.Load())
+}
