@@ -79,7 +79,10 @@ func appendRaw(t *testing.T, base stream.Store, name string, epoch uint64, paylo
 
 func TestBadWALBatch(t *testing.T) {
 	validOther := encodeWALBatch(id{9}, []*entry{{claim: id{1}, count: 1, payload: []byte("x")}}, 64)
-	own := func(wal string) id { sid, _ := (&Store{opts: Options{Prefix: DefaultPrefix}}).parseWALName(wal); return sid }
+	own := func(wal string) id {
+		sid, _ := (&Store{opts: Options{Prefix: DefaultPrefix}}).parseWALName(wal)
+		return sid
+	}
 	for _, tc := range []struct {
 		name string
 		bad  func(wal string) []byte
