@@ -107,8 +107,8 @@ func parseServeConfig(b []byte) (serveConfig, error) {
 	if !c.SASL.IsZero() {
 		return c, errors.New("sasl: SASL authentication is not supported yet; remove the sasl section")
 	}
-	if len(c.Drivers) == 0 {
-		return c, errors.New("drivers: at least one driver is required")
+	if len(c.Drivers) == 0 && (len(c.Topics) > 0 || c.DefaultDriver != "") {
+		return c, errors.New("drivers: topics and default_driver need drivers (a config without drivers uses the embedded default, nfs on --data)")
 	}
 	seen := map[string]bool{}
 	for i := range c.Drivers {

@@ -218,7 +218,7 @@ func TestServeStartupErrors(t *testing.T) {
 		{"tls", "tls: {cert: x}\ndrivers: [{driver: memory}]\n", 2, "TLS listeners are not supported"},
 		{"sasl", "sasl: {mechanism: PLAIN}\ndrivers: [{driver: memory}]\n", 2, "SASL authentication is not supported"},
 		{"unknown field", "drivers: [{driver: memory}]\nbogus: 1\n", 2, "field bogus not found"},
-		{"no drivers", "cluster: x\n", 2, "at least one driver"},
+		{"routes without drivers", "cluster: x\ntopics: [{prefix: a, driver: x}]\n", 2, "topics and default_driver need drivers"},
 		{"unknown builtin", "drivers: [{driver: ceph}]\n", 2, `"ceph" is not a built-in driver`},
 		{"bad route", "drivers: [{driver: memory}]\ntopics: [{prefix: a, driver: nope}]\n", 2, `topics[0].driver: "nope"`},
 		{"bad sha256 length", "drivers: [{driver: memory, sha256: abc}]\n", 2, "want 64 hex digits"},

@@ -172,7 +172,7 @@ func TestForeignDataBatch(t *testing.T) {
 	}
 }
 
-// countingBase counts the opens and fetches of WAL streams.
+// countingBase counts the fencing opens of WALs and their fetches.
 type countingBase struct {
 	stream.Store
 	walOpens, walFetches atomic.Int64
@@ -180,8 +180,8 @@ type countingBase struct {
 
 func (c *countingBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
 	st, err := c.Store.Open(ctx, name, o)
-	if err != nil || !strings.HasPrefix(name, DefaultPrefix+"/") {
-		return st, err
+	if err != nil || !strings.HasPrefix(name, DefaultPrefix+"/") || o.Epoch != fenceEpoch {
+		return st, err // not a fencing open of a WAL
 	}
 	c.walOpens.Add(1)
 	return countingStream{st, c}, nil

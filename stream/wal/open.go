@@ -72,7 +72,7 @@ func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions
 		h.inc, h.start, h.lastStart = rec.inc, rec.start, rec.start
 		if rec.wal != "" {
 			h.opMu.Lock()
-			err = h.takeOver(ctx, rec)
+			err = h.takeOver(ctx, rec, true)
 			h.opMu.Unlock()
 		}
 	}
@@ -125,9 +125,9 @@ func lastRecord(ctx context.Context, meta stream.Stream) (record, bool, error) {
 // (W3a: the WAL fenced first, unless it is this session's live one and
 // the claim's holder here has settled), V.data's NextOffset after a
 // fencing reopen when in doubt (W8), the entries that continue V.data
-// copied into it (W3b, W4), then a record that names no WAL. Called with
-// opMu held.
-func (h *vstream) takeOver(ctx context.Context, rec record) error {
+// copied into it (W3b, W4), then a record of its own that no longer
+// names rec's claim. Called with opMu held.
+func (h *vstream) takeOver(ctx context.Context, rec record, claim bool) error {
 	entries, err := h.s.inherited(ctx, rec)
 	if err != nil {
 		return err
@@ -142,7 +142,14 @@ func (h *vstream) takeOver(ctx context.Context, rec record) error {
 	h.cl = nil
 	h.next, h.acked = h.dataNext, h.dataNext
 	h.mu.Unlock()
-	if err := h.writeRecord(ctx, h.recordLocked(kindPark)); err != nil {
+	// A record of our own: a claim of the live WAL when appends are
+	// expected (the stream was just taken over, or has appends to
+	// redo), else a park.
+	if claim {
+		if err := h.claimWAL(ctx); err != nil {
+			return err
+		}
+	} else if err := h.writeRecord(ctx, h.recordLocked(kindPark)); err != nil {
 		return err
 	}
 	h.s.mu.Lock()

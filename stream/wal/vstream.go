@@ -294,7 +294,12 @@ func (h *vstream) resolve(ctx context.Context, items []*queued, settleErr error)
 	case rest[0].tries >= maxRetries:
 		err = fmt.Errorf("%w: stream %q: the WAL failed %d times under this append", stream.ErrUnavailable, h.name, rest[0].tries)
 	default:
-		err = h.claimWAL(ctx)
+		h.mu.Lock()
+		claimed := h.cl != nil && h.cl.w.dead() == nil
+		h.mu.Unlock()
+		if !claimed {
+			err = h.claimWAL(ctx)
+		}
 	}
 	if err == nil {
 		h.mu.Lock()
@@ -361,7 +366,10 @@ func (h *vstream) settle(ctx context.Context) error {
 	if cl != nil && state == broken {
 		rec := h.recordLocked(kindClaim)
 		rec.claim, rec.wal, rec.from = cl.id, cl.w.name, cl.from
-		err = h.takeOver(ctx, rec)
+		h.mu.Lock()
+		redo := len(h.retry) > 0
+		h.mu.Unlock()
+		err = h.takeOver(ctx, rec, redo)
 	}
 	h.mu.Lock()
 	items := h.retry
