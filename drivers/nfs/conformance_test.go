@@ -26,6 +26,10 @@ func conformanceRun(t *testing.T) drivertest.Conformance {
 // writer) and opens a new one.
 func TestConformanceInProcess(t *testing.T) { conformanceRun(t).RunInProcess(t) }
 
+// TestConformanceStreamSets runs the stream and SharedLog suites on
+// virtual streams (stream/wal) over the driver linked in.
+func TestConformanceStreamSets(t *testing.T) { conformanceRun(t).RunStreamSets(t) }
+
 // TestConformanceOutOfProcess runs the stream suite through the plugin
 // binary: every Store is its own driver process; Crash SIGKILLs it.
 func TestConformanceOutOfProcess(t *testing.T) { conformanceRun(t).RunOutOfProcess(t) }

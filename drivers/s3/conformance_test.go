@@ -37,6 +37,10 @@ func conformanceRun(t *testing.T) drivertest.Conformance {
 // family stops and restarts MinIO.
 func TestConformanceInProcess(t *testing.T) { conformanceRun(t).RunInProcess(t) }
 
+// TestConformanceStreamSets runs the stream and SharedLog suites on
+// virtual streams (stream/wal) over the driver linked in.
+func TestConformanceStreamSets(t *testing.T) { conformanceRun(t).RunStreamSets(t) }
+
 // TestConformanceOutOfProcess: the stream suite on the plugin binary; each
 // store is its own driver process (so multi-writer cases race two
 // processes), and a crash is SIGKILL.

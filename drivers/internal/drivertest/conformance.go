@@ -8,9 +8,11 @@ import (
 
 	"github.com/stratastream/strata/conformance"
 	"github.com/stratastream/strata/conformance/storagetest"
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/chunked"
 	"github.com/stratastream/strata/stream/plugin"
+	"github.com/stratastream/strata/stream/wal"
 )
 
 // Conformance is one driver's run of the stream conformance suite, in
@@ -98,4 +100,19 @@ func RunStorage[S chunked.Storage](t *testing.T, open func(context.Context, []by
 		},
 		NewConfig: newConfig,
 	})
+}
+
+// RunStreamSets runs the stream suite and the SharedLog suite on virtual
+// streams (stream/wal, strata serve's default) over the driver linked in,
+// with second stores in driver processes of their own (see InProcess).
+func (c Conformance) RunStreamSets(t *testing.T) {
+	h := conformance.WrapHarness(c.InProcess(t), func(t conformance.T, base stream.Store) stream.Store {
+		s, err := wal.NewStore(base, wal.Options{})
+		if err != nil {
+			t.Fatalf("wal.NewStore: %v", err)
+		}
+		return s
+	})
+	t.Run("stream", func(t *testing.T) { conformance.Run(t, h) })
+	t.Run("sharedlog", func(t *testing.T) { sharedlogtest.Run(t, h) })
 }
