@@ -265,11 +265,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		adv = net.JoinHostPort(host, port)
 	}
 	bcfg := broker.Config{
-		Cluster:           cfg.Cluster,
-		Store:             stores[0].store,
-		Driver:            stores[0].name,
-		Advertise:         adv,
-		MaxRequestBytes:   cfg.MaxRequestBytes,
+		Cluster:               cfg.Cluster,
+		Store:                 stores[0].store,
+		Driver:                stores[0].name,
+		Advertise:             adv,
+		MaxRequestBytes:       cfg.MaxRequestBytes,
 		MaxConnections:        cfg.MaxConnections,
 		MaxConnectionsPerIP:   cfg.MaxConnectionsPerIP,
 		IdleTimeout:           cfg.IdleTimeout,
