@@ -136,14 +136,16 @@ func (l *Log) Read(ctx context.Context, offset int64, opts ReadOptions) (ReadRes
 	return res, nil
 }
 
-// readIntact reads [offset, end) one batch at a time up to maxBytes (<= 0:
-// one batch) and returns the batches read before the first that fails, and
-// that failure.
+// readIntact reads [offset, end) one batch at a time, up to maxBytes (<= 0:
+// one batch), and returns the batches read before the first that fails,
+// and that failure (a store may read ahead of a batch; one batch at a time
+// it reads only the chunk holding it).
 func (l *Log) readIntact(ctx context.Context, offset, end int64, maxBytes int) ([]stream.Batch, error) {
 	var out []stream.Batch
 	size := 0
 	for offset < end && (size == 0 || size < maxBytes) {
-		bs, err := l.data.Fetch(ctx, offset, end, 1)
+		// [offset, offset+1): only the chunk holding offset is read.
+		bs, err := l.data.Fetch(ctx, offset, offset+1, 1)
 		if err != nil {
 			return out, fmt.Errorf("fetch %q at offset %d: %w", l.data.Name(), offset, err)
 		}
