@@ -1,11 +1,17 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -111,5 +117,94 @@ func TestCorruptChunkFetch(t *testing.T) {
 	}
 	if partitionLog(t, b, "bad") != l {
 		t.Fatal("the partition was reopened")
+	}
+}
+
+// logBuffer collects a broker's logs (safe for concurrent writers).
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// mountTmpfs mounts a tmpfs of size under a fresh directory until the test
+// ends (it needs root).
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount -t tmpfs -o size=%s (the full-disk test needs root): %v\n%s", size, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// TestFullDiskReadsServed: on an nfs store whose disk fills up, produce
+// fails with KAFKA_STORAGE_ERROR, the records already written are still
+// fetched (not NOT_LEADER_OR_FOLLOWER), the failing reopen is logged, and
+// once space is freed the partition takes produces again.
+func TestFullDiskReadsServed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a tmpfs (needs root)")
+	}
+	root := mountTmpfs(t, "4m")
+	var logs logBuffer
+	_, addr := startBroker(t, nfsStore(t, filepath.Join(root, "data")), func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	cl := newClient(t, addr, kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(3*time.Second))
+	createTopic(t, cl, "full", 1, nil)
+	produceEach(t, cl, "full", 3, 1000)
+
+	filler, err := os.Create(filepath.Join(root, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := filler.Write(make([]byte, 64<<10)); err != nil {
+			break // ENOSPC: full
+		}
+	}
+	_ = filler.Close()
+	err = cl.ProduceSync(context.Background(), &kgo.Record{Topic: "full", Value: []byte("no room")}).FirstErr()
+	if err == nil {
+		t.Fatal("produce on a full disk succeeded")
+	}
+	t.Logf("produce on a full disk: %v", err)
+	sp := fetchAt(t, cl, "full", 0)
+	if got := batchOffsets(t, sp.RecordBatches); sp.ErrorCode != 0 || len(got) != 3 {
+		t.Fatalf("fetch on a full disk: %s, batches at %v; want the 3 written", errorFor(sp.ErrorCode), got)
+	}
+	for !strings.Contains(logs.String(), "reopening partition failed") {
+		if t.Context().Err() != nil {
+			t.Fatal("the failing reopen was not logged")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	if err := os.Remove(filepath.Join(root, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	cl2 := newClient(t, addr, kgo.RecordDeliveryTimeout(time.Minute))
+	if err := cl2.ProduceSync(context.Background(), &kgo.Record{Topic: "full", Value: []byte("room again")}).FirstErr(); err != nil {
+		t.Fatalf("produce after space was freed: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "partition reopened") {
+		t.Fatalf("no reopen logged:\n%s", logs.String())
 	}
 }
