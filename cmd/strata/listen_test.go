@@ -155,3 +155,28 @@ func TestServeSurvivesFDExhaustion(t *testing.T) {
 	default:
 	}
 }
+
+// TestServeConfigLimits: the connection, fetch and partition limits are
+// read from the config file (durations as Go durations).
+func TestServeConfigLimits(t *testing.T) {
+	c, err := parseServeConfig([]byte(`
+drivers: [{driver: memory, allow_non_durable: true}]
+max_connections_per_ip: 7
+idle_timeout: 90s
+request_timeout: 5s
+fetch_max_bytes: 1048576
+fetch_memory_bytes: 8388608
+max_partitions_per_topic: 64
+max_partitions: 512
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{c.MaxConnectionsPerIP, c.IdleTimeout, c.RequestTimeout, c.FetchMaxBytes, c.FetchMemoryBytes, c.MaxPartitionsPerTopic, c.MaxPartitions}
+	want := []any{7, 90 * time.Second, 5 * time.Second, 1 << 20, 8 << 20, int32(64), 512}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("field %d: got %v, want %v", i, got[i], want[i])
+		}
+	}
+}
