@@ -166,27 +166,13 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 10000
 	}
-	if cfg.MaxConnectionsPerIP <= 0 {
-		cfg.MaxConnectionsPerIP = 1000
-	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = 10 * time.Minute
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 60 * time.Second
-	}
-	if cfg.FetchMaxBytes <= 0 {
-		cfg.FetchMaxBytes = 55 << 20
-	}
-	if cfg.FetchMemoryBytes <= 0 {
-		cfg.FetchMemoryBytes = 256 << 20
-	}
-	if cfg.MaxPartitionsPerTopic <= 0 {
-		cfg.MaxPartitionsPerTopic = 10000
-	}
-	if cfg.MaxPartitions <= 0 {
-		cfg.MaxPartitions = 50000
-	}
+	orDefault(&cfg.MaxConnectionsPerIP, 1000)
+	orDefault(&cfg.IdleTimeout, 10*time.Minute)
+	orDefault(&cfg.RequestTimeout, 60*time.Second)
+	orDefault(&cfg.FetchMaxBytes, 55<<20)
+	orDefault(&cfg.FetchMemoryBytes, 256<<20)
+	orDefault(&cfg.MaxPartitionsPerTopic, 10000)
+	orDefault(&cfg.MaxPartitions, 50000)
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
 	}
@@ -245,6 +231,13 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	b.wg.Add(1)
 	go b.watchFence()
 	return b, nil
+}
+
+// orDefault sets *v to def when it is zero or negative (unset).
+func orDefault[T int | int32 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Epoch is the broker epoch: the leader epoch of every partition it opened

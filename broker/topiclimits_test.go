@@ -31,12 +31,7 @@ func TestTopicLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := resp.Topics[0]
-		msg := ""
-		if st.ErrorMessage != nil {
-			msg = *st.ErrorMessage
-		}
-		return st.ErrorCode, msg
+		return resp.Topics[0].ErrorCode, deref(resp.Topics[0].ErrorMessage)
 	}
 	grow := func(name string, n int32) (int16, string) {
 		t.Helper()
@@ -48,12 +43,7 @@ func TestTopicLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := resp.Topics[0]
-		msg := ""
-		if st.ErrorMessage != nil {
-			msg = *st.ErrorMessage
-		}
-		return st.ErrorCode, msg
+		return resp.Topics[0].ErrorCode, deref(resp.Topics[0].ErrorMessage)
 	}
 	check := func(what string, code int16, msg string, want *kerr.Error, limit string) {
 		t.Helper()
@@ -97,4 +87,12 @@ func TestTopicLimits(t *testing.T) {
 	if n := b.catalog.numPartitions(b.catalog.lookup("a")); n != 4 {
 		t.Fatalf("topic a has %d partitions, want 4", n)
 	}
+}
+
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
