@@ -40,7 +40,7 @@ var supported = map[int16]versionRange{
 // loop, so work that must follow request order (starting appends) happens
 // here; the returned function finishes the request on its own goroutine and
 // returns the response (nil for none).
-func (b *Broker) handle(cc *conn, req kmsg.Request, resp kmsg.Response) func() kmsg.Response {
+func (b *Broker) handle(cc *conn, p *pending, req kmsg.Request, resp kmsg.Response) func() kmsg.Response {
 	switch r := req.(type) {
 	case *kmsg.ProduceRequest:
 		return b.produce(r, resp.(*kmsg.ProduceResponse))
@@ -53,7 +53,7 @@ func (b *Broker) handle(cc *conn, req kmsg.Request, resp kmsg.Response) func() k
 		case *kmsg.MetadataRequest:
 			b.metadata(r, resp.(*kmsg.MetadataResponse))
 		case *kmsg.FetchRequest:
-			code = b.fetch(cc.ctx, r, resp.(*kmsg.FetchResponse))
+			code = b.fetch(cc.ctx, r, resp.(*kmsg.FetchResponse), p)
 		case *kmsg.ListOffsetsRequest:
 			b.listOffsets(r, resp.(*kmsg.ListOffsetsResponse))
 		case *kmsg.CreateTopicsRequest:

@@ -87,12 +87,7 @@ func apiVersionsOK(t *testing.T, addr string) {
 }
 
 func memBroker(t *testing.T) string {
-	st, err := memory.Open(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	_, addr := startBroker(t, st, nil)
+	_, addr := memBrokerWith(t, nil)
 	return addr
 }
 

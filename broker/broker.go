@@ -54,6 +54,34 @@ type Config struct {
 	// accepted while that many are open is closed at once, before anything
 	// is read from it (Kafka's max.connections). Default 10000.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the open connections of one client address:
+	// a connection over it is closed at once (Kafka's
+	// max.connections.per.ip). Default 1000.
+	MaxConnectionsPerIP int
+	// IdleTimeout closes a connection that sent no request and had no
+	// response pending or written for that long (Kafka's
+	// connections.max.idle.ms). Default 10 minutes.
+	IdleTimeout time.Duration
+	// RequestTimeout bounds how long the rest of a request may take to
+	// arrive once its first byte did, and how long a response may take to
+	// be written; past it the connection is closed. Default 60s.
+	RequestTimeout time.Duration
+	// FetchMaxBytes caps the record bytes of one Fetch response whatever
+	// the client asks (Kafka's fetch.max.bytes); as in Kafka, the first
+	// batch is returned whole even when larger. Default 55 MiB.
+	FetchMaxBytes int
+	// FetchMemoryBytes bounds the record bytes of Fetch responses held in
+	// memory at once across all connections (read and not yet written): a
+	// fetch over it returns what fits, or waits for room when it holds
+	// nothing yet. Default 256 MiB.
+	FetchMemoryBytes int
+	// MaxPartitionsPerTopic caps a topic's partition count at
+	// CreateTopics, CreatePartitions and auto-creation (INVALID_PARTITIONS
+	// over it). Default 10000.
+	MaxPartitionsPerTopic int32
+	// MaxPartitions caps the partitions of all topics together
+	// (POLICY_VIOLATION over it). Default 50000.
+	MaxPartitions int
 	// AutoCreateTopics creates a topic a Metadata request asks for with
 	// AllowAutoTopicCreation (Kafka's auto.create.topics.enable). The
 	// default (false) is kept unless set.
@@ -98,8 +126,12 @@ type Broker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// fetchMem holds the record bytes of Fetch responses in memory.
+	fetchMem *byteBudget
+
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
+	perIP  map[string]int // open connections by client address
 	lns    map[net.Listener]struct{}
 }
 
@@ -134,6 +166,13 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 10000
 	}
+	orDefault(&cfg.MaxConnectionsPerIP, 1000)
+	orDefault(&cfg.IdleTimeout, 10*time.Minute)
+	orDefault(&cfg.RequestTimeout, 60*time.Second)
+	orDefault(&cfg.FetchMaxBytes, 55<<20)
+	orDefault(&cfg.FetchMemoryBytes, 256<<20)
+	orDefault(&cfg.MaxPartitionsPerTopic, 10000)
+	orDefault(&cfg.MaxPartitions, 50000)
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
 	}
@@ -155,7 +194,8 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		host: host, port: int32(port),
 		notify: newNotifier(),
 		ctx:    bctx, cancel: cancel,
-		conns: map[net.Conn]struct{}{}, lns: map[net.Listener]struct{}{},
+		fetchMem: newByteBudget(int64(cfg.FetchMemoryBytes)),
+		conns:    map[net.Conn]struct{}{}, perIP: map[string]int{}, lns: map[net.Listener]struct{}{},
 	}
 	first, err := sharedlog.AllocateProducerIDs(ctx, cfg.Store, b.streamName("__brokers"), 1)
 	if err != nil {
@@ -191,6 +231,13 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	b.wg.Add(1)
 	go b.watchFence()
 	return b, nil
+}
+
+// orDefault sets *v to def when it is zero or negative (unset).
+func orDefault[T int | int32 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Epoch is the broker epoch: the leader epoch of every partition it opened

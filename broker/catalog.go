@@ -214,19 +214,29 @@ func (t *topic) options(b *Broker) sharedlog.Options {
 // open opens the partition's log at the broker epoch.
 func (p *partition) open(ctx context.Context) error {
 	start := time.Now()
-	l, err := sharedlog.Open(ctx, p.topic.store, p.name, p.topic.options(p.b))
+	l, err := p.openLog(ctx)
 	p.mu.Lock()
 	p.log, p.err = l, err
 	p.mu.Unlock()
 	if err != nil {
-		p.b.checkFenced(err, "opening "+p.String())
 		p.b.log.Error("opening partition failed", "topic", p.topic.name, "partition", p.index, "err", err)
-		return fmt.Errorf("broker: opening partition %s (%s) on %s: %w", p, p.name, p.topic.driver, err)
+		return err
 	}
 	rec := l.Recovery()
 	p.b.log.Debug("partition opened", "topic", p.topic.name, "partition", p.index, "hw", l.HighWatermark(),
 		"replayed_batches", rec.ReplayedBatches, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// openLog opens a new session of the partition's log at the broker epoch
+// (a fence found on the way fences the broker).
+func (p *partition) openLog(ctx context.Context) (*sharedlog.Log, error) {
+	l, err := sharedlog.Open(ctx, p.topic.store, p.name, p.topic.options(p.b))
+	if err != nil {
+		p.b.checkFenced(err, "opening "+p.String())
+		return nil, fmt.Errorf("broker: opening partition %s (%s) on %s: %w", p, p.name, p.topic.driver, err)
+	}
+	return l, nil
 }
 
 func (p *partition) String() string { return fmt.Sprintf("%s-%d", p.topic.name, p.index) }
@@ -244,9 +254,24 @@ func (p *partition) current() (*sharedlog.Log, int16) {
 	return p.log, 0
 }
 
-// failed handles an error of l: a fence stops the broker serving; a broken
-// log (a failed append) is closed and reopened in the background, which
-// recovers its durable state.
+// readFailed handles an error of a read: a fence stops the broker
+// serving; any other read error (a corrupt or unreachable chunk) leaves
+// the log open for writes and for reads elsewhere.
+func (p *partition) readFailed(err error) {
+	if errors.Is(err, stream.ErrFenced) {
+		p.b.setFenced("read of " + p.String())
+	}
+}
+
+// reopenLogEvery is how often a partition that keeps failing to reopen
+// logs it (the first failure is logged at once).
+const reopenLogEvery = 30 * time.Second
+
+// failed handles an error of a write to l: a fence stops the broker
+// serving; a broken log (a failed append) is reopened in the background,
+// which recovers its durable state. Until a new session opens, l stays
+// the partition's log: reads of its durable data are served from it and
+// writes fail with its error.
 func (p *partition) failed(l *sharedlog.Log, err error) {
 	if errors.Is(err, stream.ErrFenced) {
 		p.b.setFenced("append to " + p.String())
@@ -265,32 +290,54 @@ func (p *partition) failed(l *sharedlog.Log, err error) {
 		p.mu.Unlock()
 		return
 	}
-	p.log, p.err, p.reopening = nil, err, true
+	p.reopening = true
 	p.mu.Unlock()
-	p.b.log.Warn("partition failed; reopening", "topic", p.topic.name, "partition", p.index, "err", err)
+	p.b.log.Warn("partition write failed; reopening (reads go on meanwhile)", "topic", p.topic.name, "partition", p.index, "err", err)
 	p.b.wg.Add(1)
 	go func() {
 		defer p.b.wg.Done()
-		_ = l.Close()
-		for attempt := 0; ; attempt++ {
-			if p.b.closed.Load() || p.b.fenced.Load() {
-				break
-			}
-			ctx, cancel := context.WithTimeout(p.b.ctx, 30*time.Second)
-			err := p.open(ctx)
-			cancel()
-			if err == nil {
-				break
-			}
-			select {
-			case <-p.b.ctx.Done():
-			case <-time.After(time.Duration(min(attempt+1, 10)) * 200 * time.Millisecond):
-			}
-		}
+		p.reopen(l)
+	}()
+}
+
+// reopen opens a new session of the partition's log to replace the
+// broken l, retrying with backoff until it succeeds or the broker closes
+// or is fenced; failures are logged at most every reopenLogEvery.
+func (p *partition) reopen(l *sharedlog.Log) {
+	defer func() {
 		p.mu.Lock()
 		p.reopening = false
 		p.mu.Unlock()
 	}()
+	began := time.Now()
+	var logged time.Time
+	for attempt := 1; !p.b.closed.Load() && !p.b.fenced.Load(); attempt++ {
+		ctx, cancel := context.WithTimeout(p.b.ctx, 30*time.Second)
+		nl, err := p.openLog(ctx)
+		cancel()
+		if err == nil {
+			p.mu.Lock()
+			swapped := p.log == l
+			if swapped {
+				p.log, p.err = nl, nil
+			}
+			p.mu.Unlock()
+			if !swapped { // closed or deleted meanwhile
+				_ = nl.Close()
+			}
+			_ = l.Close()
+			p.b.log.Info("partition reopened", "topic", p.topic.name, "partition", p.index, "attempts", attempt, "took", time.Since(began).Round(time.Millisecond))
+			return
+		}
+		if time.Since(logged) >= reopenLogEvery {
+			logged = time.Now()
+			p.b.log.Error("reopening partition failed; retrying", "topic", p.topic.name, "partition", p.index, "attempts", attempt, "failing_for", time.Since(began).Round(time.Second), "err", err)
+		}
+		select {
+		case <-p.b.ctx.Done():
+		case <-time.After(time.Duration(min(attempt, 10)) * 200 * time.Millisecond):
+		}
+	}
 }
 
 // closeLog closes the partition's log (shutdown, delete).
@@ -403,8 +450,11 @@ func (c *catalog) create(ctx context.Context, name string, n int32, cfg map[stri
 	if n == -1 {
 		n = c.b.cfg.DefaultPartitions
 	}
-	if n <= 0 || n > 100000 {
+	if n <= 0 {
 		return nil, kerr.InvalidPartitions.Code, fmt.Sprintf("topic %s: %d partitions", name, n)
+	}
+	if code, msg := c.checkPerTopic(name, n); code != 0 {
+		return nil, code, msg
 	}
 	if code, msg := checkConfigs(cfg); code != 0 {
 		return nil, code, msg
@@ -416,6 +466,9 @@ func (c *catalog) create(ctx context.Context, name string, n int32, cfg map[stri
 	defer c.adminMu.Unlock()
 	if c.lookup(name) != nil {
 		return nil, kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic %s already exists", name)
+	}
+	if code, msg := c.checkTotal(name, n); code != 0 {
+		return nil, code, msg
 	}
 	if validateOnly {
 		return nil, 0, ""
@@ -433,6 +486,30 @@ func (c *catalog) create(ctx context.Context, name string, n int32, cfg map[stri
 	}
 	c.b.log.Info("topic created", "topic", name, "partitions", n, "driver", t.driver)
 	return t, 0, ""
+}
+
+// checkPerTopic checks a topic's partition count n against
+// MaxPartitionsPerTopic.
+func (c *catalog) checkPerTopic(name string, n int32) (int16, string) {
+	if limit := c.b.cfg.MaxPartitionsPerTopic; n > limit {
+		return kerr.InvalidPartitions.Code, fmt.Sprintf("topic %s: %d partitions is over the broker's limit of %d per topic (max_partitions_per_topic)", name, n, limit)
+	}
+	return 0, ""
+}
+
+// checkTotal checks that adding n partitions (for topic name) keeps the
+// cluster within MaxPartitions (adminMu held).
+func (c *catalog) checkTotal(name string, n int32) (int16, string) {
+	c.mu.RLock()
+	total := 0
+	for _, t := range c.topics {
+		total += len(t.parts)
+	}
+	c.mu.RUnlock()
+	if limit := c.b.cfg.MaxPartitions; total+int(n) > limit {
+		return kerr.PolicyViolation.Code, fmt.Sprintf("topic %s: %d more partitions would make %d in the cluster, over the broker's limit of %d (max_partitions)", name, n, total+int(n), limit)
+	}
+	return 0, ""
 }
 
 // adminTopic returns an existing topic for an admin change (adminMu held),
@@ -483,8 +560,14 @@ func (c *catalog) grow(ctx context.Context, name string, n int32, validateOnly b
 		return code, msg
 	}
 	have := c.numPartitions(t)
-	if n <= have || n > 100000 {
+	if n <= have {
 		return kerr.InvalidPartitions.Code, fmt.Sprintf("topic %s has %d partitions; %d is not more", name, have, n)
+	}
+	if code, msg := c.checkPerTopic(name, n); code != 0 {
+		return code, msg
+	}
+	if code, msg := c.checkTotal(name, n-have); code != 0 {
+		return code, msg
 	}
 	if validateOnly {
 		return 0, ""

@@ -42,14 +42,21 @@ func (b *Broker) owned(topicName string, partition, leaderEpoch int32) (*partiti
 
 // fetch answers a Fetch, long-polling until MinBytes are available,
 // MaxWaitMillis passed (KIP-74 byte limits) or ctx (the connection's) ends:
-// a client that hangs up does not leave its long poll waiting.
-func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, resp *kmsg.FetchResponse) int16 {
+// a client that hangs up does not leave its long poll waiting. The
+// response holds at most FetchMaxBytes of records whatever the client asks
+// (the first batch whole, as KIP-74 wants), a partition listed more than
+// once is answered once, and the records it holds count against the
+// broker's FetchMemoryBytes until p is written.
+func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, resp *kmsg.FetchResponse, p *pending) int16 {
 	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
-	maxBytes := int(r.MaxBytes)
-	if r.Version < 3 || maxBytes <= 0 {
-		maxBytes = b.cfg.MaxRequestBytes
+	f := &fetchState{b: b, topics: uniqueFetchTopics(r.Topics), maxBytes: b.cfg.FetchMaxBytes, iso: sharedlog.Isolation(r.IsolationLevel)}
+	if r.Version >= 3 && r.MaxBytes > 0 {
+		f.maxBytes = min(f.maxBytes, int(r.MaxBytes))
 	}
-	iso := sharedlog.Isolation(r.IsolationLevel)
+	p.release = f.release
+	var cancel context.CancelFunc
+	f.ctx, cancel = context.WithDeadline(ctx, deadline)
+	defer cancel()
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -58,7 +65,7 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, resp *kmsg.Fet
 	}()
 	for {
 		wake := b.notify.C()
-		total, code := b.fetchOnce(r, resp, maxBytes, iso)
+		total, code := f.once(resp)
 		if total >= int(r.MinBytes) || code != 0 || !time.Now().Before(deadline) || b.closed.Load() || b.fenced.Load() {
 			return code
 		}
@@ -68,7 +75,7 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, resp *kmsg.Fet
 		select {
 		case <-wake:
 		case <-timer.C:
-			_, code := b.fetchOnce(r, resp, maxBytes, iso)
+			_, code := f.once(resp)
 			return code
 		case <-ctx.Done(): // the connection's, so also the broker's
 			return 0
@@ -76,12 +83,61 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, resp *kmsg.Fet
 	}
 }
 
-// fetchOnce fills resp from the partitions' current state and returns the
+// uniqueFetchTopics returns a Fetch's topics with each partition once, at
+// its first listing: a topic listed twice is one topic, a partition listed
+// twice is read once.
+func uniqueFetchTopics(in []kmsg.FetchRequestTopic) []kmsg.FetchRequestTopic {
+	type key struct {
+		topic     string
+		partition int32
+	}
+	seen := make(map[key]bool)
+	at := make(map[string]int, len(in))
+	out := make([]kmsg.FetchRequestTopic, 0, len(in))
+	for _, rt := range in {
+		i, ok := at[rt.Topic]
+		if !ok {
+			i = len(out)
+			at[rt.Topic] = i
+			t := rt
+			t.Partitions = make([]kmsg.FetchRequestTopicPartition, 0, len(rt.Partitions))
+			out = append(out, t)
+		}
+		for _, rp := range rt.Partitions {
+			if k := (key{rt.Topic, rp.Partition}); !seen[k] {
+				seen[k] = true
+				out[i].Partitions = append(out[i].Partitions, rp)
+			}
+		}
+	}
+	return out
+}
+
+// fetchState is one Fetch request being answered.
+type fetchState struct {
+	b        *Broker
+	ctx      context.Context // the connection's, until the fetch's deadline
+	topics   []kmsg.FetchRequestTopic
+	maxBytes int
+	iso      sharedlog.Isolation
+	// held is the bytes of the response's records taken from the broker's
+	// fetch memory budget.
+	held int64
+}
+
+// release gives the response's bytes back to the fetch memory budget.
+func (f *fetchState) release() {
+	f.b.fetchMem.release(f.held)
+	f.held = 0
+}
+
+// once fills resp from the partitions' current state and returns the
 // record bytes it holds and the first partition error code (0: none).
-func (b *Broker) fetchOnce(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBytes int, iso sharedlog.Isolation) (int, int16) {
+func (f *fetchState) once(resp *kmsg.FetchResponse) (int, int16) {
+	f.release()
 	resp.Topics = resp.Topics[:0]
 	total, failed := 0, int16(0)
-	for _, rt := range r.Topics {
+	for _, rt := range f.topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
@@ -90,7 +146,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBy
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			sp.RecordBatches = []byte{} // librdkafka rejects a null record set
-			code := b.fetchPartition(rt.Topic, rp, &sp, maxBytes-total, total == 0, iso)
+			code := f.partition(rt.Topic, rp, &sp, f.maxBytes-total, total == 0)
 			if code != 0 {
 				sp.ErrorCode = code
 				if failed == 0 {
@@ -105,26 +161,47 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, resp *kmsg.FetchResponse, maxBy
 	return total, failed
 }
 
-func (b *Broker) fetchPartition(topicName string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, remaining int, first bool, iso sharedlog.Isolation) int16 {
+// reserve takes n bytes of the fetch memory budget for a read: waiting for
+// room when the response holds nothing yet, else only if they fit now (a
+// request never waits while holding bytes).
+func (f *fetchState) reserve(n int64, first bool) bool {
+	if first {
+		return f.b.fetchMem.acquire(f.ctx, n) == nil
+	}
+	return f.b.fetchMem.tryAcquire(n)
+}
+
+func (f *fetchState) partition(topicName string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, remaining int, first bool) int16 {
+	b := f.b
 	p, l, code := b.owned(topicName, rp.Partition, rp.CurrentLeaderEpoch)
 	if code != 0 {
 		return code
 	}
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset()
-	limit := int(rp.PartitionMaxBytes)
-	if remaining < limit {
-		limit = remaining
-	}
+	limit := min(int(rp.PartitionMaxBytes), remaining)
 	if limit <= 0 && !first {
 		return 0
+	}
+	if rp.FetchOffset == sp.HighWatermark && f.iso == sharedlog.ReadUncommitted {
+		return 0 // nothing to read: no memory to reserve
+	}
+	reserved := int64(max(limit, 1))
+	if !f.reserve(reserved, first) {
+		return 0 // no room in the fetch memory budget: no records this time
 	}
 	ctx, cancel := b.reqCtx(30 * time.Second)
 	defer cancel()
 	start := time.Now()
-	res, err := l.Read(ctx, rp.FetchOffset, sharedlog.ReadOptions{MaxBytes: max(limit, 1), Isolation: iso})
+	res, err := l.Read(ctx, rp.FetchOffset, sharedlog.ReadOptions{MaxBytes: max(limit, 1), Isolation: f.iso})
 	if err != nil {
-		p.failed(l, err)
-		return sharedlog.ErrorCode(err)
+		p.readFailed(err)
+		if len(res.Batches) == 0 {
+			b.fetchMem.release(reserved)
+			return sharedlog.ErrorCode(err)
+		}
+		// The batches before an unreadable one: the client reads them and
+		// gets the error when it fetches from the unreadable batch.
+		b.log.Warn("fetch: returning the batches before an unreadable one", "topic", topicName, "partition", rp.Partition, "offset", rp.FetchOffset, "batches", len(res.Batches), "err", err)
 	}
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 	// KIP-74: only the first batch of the first non-empty partition may
@@ -137,6 +214,12 @@ func (b *Broker) fetchPartition(topicName string, rp kmsg.FetchRequestTopicParti
 		size += len(bt)
 		n++
 	}
+	if s := int64(size); s < reserved {
+		b.fetchMem.release(reserved - s)
+	} else if s > reserved {
+		b.fetchMem.force(s - reserved)
+	}
+	f.held += int64(size)
 	if n > 0 {
 		recs := make([]byte, 0, size)
 		for _, bt := range res.Batches[:n] {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,33 +34,87 @@ func (b *Broker) Serve(ln net.Listener) error {
 			if b.closed.Load() {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
+			if !retryAccept(err) {
+				return fmt.Errorf("broker: accepting on %s: %w", ln.Addr(), err)
 			}
-			return fmt.Errorf("broker: accepting on %s: %w", ln.Addr(), err)
-		}
-		delay = 0
-		b.connMu.Lock()
-		if b.closed.Load() {
-			b.connMu.Unlock()
-			_ = c.Close()
-			return nil
-		}
-		if len(b.conns) >= b.cfg.MaxConnections {
-			b.connMu.Unlock()
-			b.log.Debug("closing connection: too many connections", "remote", c.RemoteAddr().String(), "max", b.cfg.MaxConnections)
-			_ = c.Close()
+			// Out of file descriptors or buffers: back off and retry, as
+			// net/http does, so that the broker keeps serving the
+			// connections it has and accepts again once some close.
+			if delay == 0 {
+				b.log.Warn("accepting connections failed; retrying with backoff", "listen", ln.Addr().String(), "err", err)
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			time.Sleep(delay)
 			continue
 		}
-		b.conns[c] = struct{}{}
-		b.connMu.Unlock()
+		delay = 0
+		if !b.admit(c) {
+			_ = c.Close()
+			if b.closed.Load() {
+				return nil
+			}
+			continue
+		}
 		b.metrics.connections.Add(1)
 		b.wg.Add(1)
 		go b.serveConn(c)
 	}
+}
+
+// retryAccept reports whether an Accept error is transient: a timeout, or
+// the process or system out of file descriptors or memory for sockets.
+func retryAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.ECONNRESET} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// admit registers a new connection unless the broker is closed or it is
+// over MaxConnections or MaxConnectionsPerIP.
+func (b *Broker) admit(c net.Conn) bool {
+	ip := remoteIP(c)
+	b.connMu.Lock()
+	defer b.connMu.Unlock()
+	switch {
+	case b.closed.Load():
+		return false
+	case len(b.conns) >= b.cfg.MaxConnections:
+		b.log.Debug("closing connection: too many connections", "remote", c.RemoteAddr().String(), "max", b.cfg.MaxConnections)
+		return false
+	case b.perIP[ip] >= b.cfg.MaxConnectionsPerIP:
+		b.log.Debug("closing connection: too many connections from its address", "remote", c.RemoteAddr().String(), "max", b.cfg.MaxConnectionsPerIP)
+		return false
+	}
+	b.conns[c] = struct{}{}
+	b.perIP[ip]++
+	return true
+}
+
+// forget unregisters a closed connection.
+func (b *Broker) forget(c net.Conn) {
+	ip := remoteIP(c)
+	b.connMu.Lock()
+	delete(b.conns, c)
+	if b.perIP[ip]--; b.perIP[ip] <= 0 {
+		delete(b.perIP, ip)
+	}
+	b.connMu.Unlock()
+}
+
+// remoteIP is the client address of c without its port.
+func remoteIP(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(a); err == nil {
+		return host
+	}
+	return a
 }
 
 // pending is one request's response, completed by its own goroutine and
@@ -71,6 +127,9 @@ type pending struct {
 	raw    []byte        // a pre-encoded body (errors for unsupported versions)
 	header bool          // the response header is flexible (tagged fields)
 	start  time.Time
+	// release gives back the response's bytes held in the broker's fetch
+	// memory budget once it is written (nil: none held).
+	release func()
 }
 
 // conn is one client connection.
@@ -82,6 +141,11 @@ type conn struct {
 	// ctx ends when the client hangs up (or its input is bad): long polls
 	// of the connection stop waiting, so its goroutines do not outlive it.
 	ctx context.Context
+	// busy counts requests read and not yet answered; lastWrite is when a
+	// response was last written (unix ns). A connection is idle when busy
+	// is 0 and lastWrite is older than IdleTimeout.
+	busy      atomic.Int32
+	lastWrite atomic.Int64
 }
 
 // maxInflightPerConn bounds the requests of one connection being handled
@@ -94,6 +158,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 	ctx, hangUp := context.WithCancel(b.ctx)
 	defer hangUp()
 	cc := &conn{b: b, c: nc, remote: nc.RemoteAddr().String(), ctx: ctx}
+	cc.lastWrite.Store(time.Now().UnixNano())
 	queue := make(chan *pending, maxInflightPerConn)
 	writerDone := make(chan struct{})
 	go cc.writeLoop(queue, writerDone)
@@ -102,9 +167,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 	close(queue)
 	<-writerDone
 	_ = nc.Close()
-	b.connMu.Lock()
-	delete(b.conns, nc)
-	b.connMu.Unlock()
+	b.forget(nc)
 	b.metrics.connections.Add(-1)
 	// readLoop always ends with an error (io.EOF when the client hung up).
 	if !errors.Is(err, io.EOF) && !b.closed.Load() {
@@ -112,13 +175,24 @@ func (b *Broker) serveConn(nc net.Conn) {
 	}
 }
 
-// readLoop reads request frames and starts their handling in order.
+// errIdle ends a connection that stayed idle past IdleTimeout.
+var errIdle = errors.New("idle")
+
+// readLoop reads request frames and starts their handling in order. It
+// waits up to IdleTimeout for a request to begin; once its first byte
+// arrived, the rest must arrive within RequestTimeout, and its body is
+// allocated as it arrives, so a declared size holds no memory it was not
+// sent.
 func (cc *conn) readLoop(queue chan<- *pending) error {
 	r := bufio.NewReaderSize(cc.c, 64<<10)
 	var sizeBuf [4]byte
 	for {
-		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+		if err := cc.awaitRequest(r); err != nil {
 			return err
+		}
+		_ = cc.c.SetReadDeadline(time.Now().Add(cc.b.cfg.RequestTimeout))
+		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+			return cc.readErr("size prefix", err)
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || int64(size) > int64(cc.b.cfg.MaxRequestBytes) {
@@ -126,9 +200,9 @@ func (cc *conn) readLoop(queue chan<- *pending) error {
 			cc.b.log.Warn("closing connection: request size prefix out of range", "remote", cc.remote, "size", size, "max", cc.b.cfg.MaxRequestBytes)
 			return fmt.Errorf("request size %d outside [8, %d]", size, cc.b.cfg.MaxRequestBytes)
 		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(r, frame); err != nil {
-			return err
+		frame, err := readBody(r, int(size))
+		if err != nil {
+			return cc.readErr(fmt.Sprintf("request of %d bytes", size), err)
 		}
 		cc.b.metrics.bytesIn.Add(int64(size) + 4)
 		p, err := cc.decode(frame)
@@ -137,7 +211,72 @@ func (cc *conn) readLoop(queue chan<- *pending) error {
 			cc.b.log.Warn("closing connection: malformed request", "remote", cc.remote, "client_id", cc.clientID, "err", err)
 			return err
 		}
+		cc.busy.Add(1)
 		queue <- p
+	}
+}
+
+// awaitRequest waits for the first byte of the next request: without
+// limit while requests of the connection are pending, else until the
+// connection has been idle for IdleTimeout.
+func (cc *conn) awaitRequest(r *bufio.Reader) error {
+	idle := cc.b.cfg.IdleTimeout
+	for r.Buffered() == 0 {
+		deadline := time.Unix(0, cc.lastWrite.Load()).Add(idle)
+		if cc.busy.Load() > 0 {
+			deadline = time.Now().Add(idle) // a long poll: not idle
+		}
+		_ = cc.c.SetReadDeadline(deadline)
+		_, err := r.Peek(1)
+		if err == nil {
+			break
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return err
+		}
+		if cc.busy.Load() == 0 && time.Since(time.Unix(0, cc.lastWrite.Load())) >= idle {
+			cc.b.log.Debug("closing idle connection", "remote", cc.remote, "client_id", cc.clientID, "idle", idle)
+			return fmt.Errorf("no request for %s: %w", idle, errIdle)
+		}
+	}
+	return nil
+}
+
+// readErr names what a read of a request was cut short in.
+func (cc *conn) readErr(what string, err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		cc.b.log.Warn("closing connection: request not received within the request timeout", "remote", cc.remote, "client_id", cc.clientID, "request", what, "timeout", cc.b.cfg.RequestTimeout)
+		return fmt.Errorf("reading %s: not received within %s: %w", what, cc.b.cfg.RequestTimeout, err)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("reading %s: %w", what, err)
+	}
+	return err
+}
+
+// firstBodyAlloc is the buffer a request body starts in; it doubles as
+// bytes arrive, up to the declared size.
+const firstBodyAlloc = 64 << 10
+
+// readBody reads a request body of size bytes, growing its buffer as the
+// bytes arrive rather than allocating the declared size up front.
+func readBody(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, min(size, firstBodyAlloc))
+	n := 0
+	for {
+		m, err := io.ReadFull(r, buf[n:])
+		n += m
+		if err != nil {
+			return nil, err
+		}
+		if n == size {
+			return buf, nil
+		}
+		next := make([]byte, min(size, 2*len(buf)))
+		copy(next, buf)
+		buf = next
 	}
 }
 
@@ -192,7 +331,7 @@ func (cc *conn) decode(frame []byte) (*pending, error) {
 	resp := req.ResponseKind()
 	resp.SetVersion(ver)
 	p.header = resp.IsFlexible() && key != kmsg.ApiVersions.Int16()
-	finish := cc.b.handle(cc, req, resp)
+	finish := cc.b.handle(cc, p, req, resp)
 	go func() {
 		defer close(p.done)
 		p.resp = finish()
@@ -221,58 +360,78 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// writeLoop writes responses in request order.
+// writeLoop writes responses in request order; a response that cannot be
+// written within RequestTimeout (a client that does not read) closes the
+// connection.
 func (cc *conn) writeLoop(queue <-chan *pending, done chan<- struct{}) {
 	defer close(done)
 	w := bufio.NewWriterSize(cc.c, 64<<10)
 	var buf []byte
 	failed := false
+	fail := func(err error) {
+		if !failed {
+			failed = true
+			_ = cc.c.Close()
+			cc.b.log.Debug("closing connection: writing a response failed", "remote", cc.remote, "client_id", cc.clientID, "err", err)
+		}
+	}
+	flush := func() {
+		if w.Buffered() > 0 && !failed {
+			_ = cc.c.SetWriteDeadline(time.Now().Add(cc.b.cfg.RequestTimeout))
+			if err := w.Flush(); err != nil {
+				fail(err)
+			}
+		}
+	}
 	for p := range queue {
 		select {
 		case <-p.done:
 		default:
 			// About to wait (a long poll): send the responses already
 			// written, so they do not wait behind it.
-			if w.Buffered() > 0 && !failed {
-				if err := w.Flush(); err != nil {
-					failed = true
-					_ = cc.c.Close()
-				}
-			}
+			flush()
 			<-p.done
 		}
-		cc.b.metrics.latency(p.key, time.Since(p.start))
-		if failed || (p.resp == nil && p.raw == nil) {
-			continue
+		cc.write(w, p, &buf, failed, fail)
+		if p.release != nil {
+			p.release()
 		}
-		buf = append(buf[:0], 0, 0, 0, 0)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(p.corr))
-		if p.header {
-			buf = append(buf, 0)
-		}
-		if p.resp != nil {
-			buf = p.resp.AppendTo(buf)
-		} else {
-			buf = append(buf, p.raw...)
-		}
-		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-		cc.b.metrics.bytesOut.Add(int64(len(buf)))
-		if _, err := w.Write(buf); err != nil {
-			failed = true
-			_ = cc.c.Close()
-			continue
-		}
+		cc.busy.Add(-1)
+		cc.lastWrite.Store(time.Now().UnixNano())
 		if len(queue) == 0 {
-			if err := w.Flush(); err != nil {
-				failed = true
-				_ = cc.c.Close()
-			}
+			flush()
 		}
 		if cap(buf) > 1<<20 {
 			buf = nil
 		}
 	}
-	_ = w.Flush()
+	flush()
+}
+
+// write encodes p's response into buf and writes it to w (unless writing
+// already failed or there is no response).
+func (cc *conn) write(w *bufio.Writer, p *pending, buf *[]byte, failed bool, fail func(error)) {
+	cc.b.metrics.latency(p.key, time.Since(p.start))
+	if failed || (p.resp == nil && p.raw == nil) {
+		return
+	}
+	b := append((*buf)[:0], 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(p.corr))
+	if p.header {
+		b = append(b, 0)
+	}
+	if p.resp != nil {
+		b = p.resp.AppendTo(b)
+	} else {
+		b = append(b, p.raw...)
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	*buf = b
+	cc.b.metrics.bytesOut.Add(int64(len(b)))
+	_ = cc.c.SetWriteDeadline(time.Now().Add(cc.b.cfg.RequestTimeout))
+	if _, err := w.Write(b); err != nil {
+		fail(err)
+	}
 }
 
 // reqCtx is the context of a request's work: the broker's, bounded.

@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// Suite names. Only the stream suite exists so far; the sharedlog suite
-// (DESIGN.md section 6) comes with the sharedlog package.
+// Suite names. The sharedlog suite ("sharedlog") is defined by package
+// sharedlog/sharedlogtest (docs/design.md, "The conformance suite").
 const (
 	SuiteStream = "stream"
 )

@@ -2,6 +2,7 @@ package sharedlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -92,6 +93,9 @@ type Offset struct {
 // stable offset (ReadCommitted), about opts.MaxBytes but at least one batch
 // if any. offset below the log start or above the log end offset is
 // OFFSET_OUT_OF_RANGE; at or past the readable end it returns no batches.
+// When a batch cannot be read because its stored bytes are corrupt, Read
+// returns the error together with the intact batches before it (in
+// Batches), so that a reader can consume up to the damage.
 func (l *Log) Read(ctx context.Context, offset int64, opts ReadOptions) (ReadResult, error) {
 	l.mu.Lock()
 	res := ReadResult{HighWatermark: l.hw, LastStableOffset: l.lso(), LogStartOffset: l.start}
@@ -109,8 +113,16 @@ func (l *Log) Read(ctx context.Context, offset int64, opts ReadOptions) (ReadRes
 		return res, nil
 	}
 	bs, err := l.data.Fetch(ctx, offset, end, opts.MaxBytes)
+	if err != nil && errors.Is(err, stream.ErrCorrupt) {
+		bs, err = l.readIntact(ctx, offset, end, opts.MaxBytes)
+	} else if err != nil {
+		bs, err = nil, fmt.Errorf("fetch %q at offset %d: %w", l.data.Name(), offset, err)
+	}
 	if err != nil {
-		return res, wrapErr(l.name, "read", fmt.Errorf("fetch %q at offset %d: %w", l.data.Name(), offset, err))
+		for _, b := range bs {
+			res.Batches = append(res.Batches, b.Payload)
+		}
+		return res, wrapErr(l.name, "read", err)
 	}
 	res.Batches = make([][]byte, len(bs))
 	for i, b := range bs {
@@ -122,6 +134,29 @@ func (l *Log) Read(ctx context.Context, offset int64, opts ReadOptions) (ReadRes
 		l.mu.Unlock()
 	}
 	return res, nil
+}
+
+// readIntact reads [offset, end) one batch at a time, up to maxBytes (<= 0:
+// one batch), and returns the batches read before the first that fails,
+// and that failure (a store may read ahead of a batch; one batch at a time
+// it reads only the chunk holding it).
+func (l *Log) readIntact(ctx context.Context, offset, end int64, maxBytes int) ([]stream.Batch, error) {
+	var out []stream.Batch
+	size := 0
+	for offset < end && (size == 0 || size < maxBytes) {
+		// [offset, offset+1): only the chunk holding offset is read.
+		bs, err := l.data.Fetch(ctx, offset, offset+1, 1)
+		if err != nil {
+			return out, fmt.Errorf("fetch %q at offset %d: %w", l.data.Name(), offset, err)
+		}
+		if len(bs) == 0 {
+			break
+		}
+		out = append(out, bs[0])
+		size += len(bs[0].Payload)
+		offset = bs[0].EndOffset()
+	}
+	return out, nil
 }
 
 // ListOffsets answers a ListOffsets request for timestamp: LatestTimestamp

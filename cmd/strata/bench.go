@@ -45,8 +45,10 @@ against a running Kafka-protocol broker:
 comma-separated lists; every combination is one configuration. Each runs a
 warm-up, then --runs counted runs of --duration. A progress line goes to
 stderr; a table of medians to stdout (to stderr with --json, which prints
-one JSON report on stdout); --out DIR writes report.json, throughput.png
-and latency.png. Built-in drivers without --config: memory on a fresh
+one JSON report on stdout); --out DIR writes report.json and PNG charts:
+one per comparison the results allow (in-vs-out.png, vs-raw.png,
+vs-kafka.png; throughput.png when there is none) and latency.png, the
+latency distributions per driver. Built-in drivers without --config: memory on a fresh
 namespace, nfs on a fresh temp directory, others from $STRATA_<DRIVER>_CONFIG
 (as testbed/up prints). --linger sets the driver's engine linger (the
 producer's linger for produce-consume).

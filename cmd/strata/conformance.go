@@ -53,7 +53,7 @@ type caseJSON struct {
 	Error      string  `json:"error"`
 }
 
-// reportJSON is the --json report (DESIGN.md section 5).
+// reportJSON is the --json report (docs/design.md, "The conformance suite").
 type reportJSON struct {
 	Driver       string     `json:"driver"`
 	OutOfProcess bool       `json:"out_of_process"`

@@ -52,6 +52,24 @@ type serveConfig struct {
 	MaxRequestBytes int `yaml:"max_request_bytes"`
 	// MaxConnections caps open client connections (default 10000).
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIP caps the open connections of one client address
+	// (default 1000).
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
+	// IdleTimeout closes connections without a request for that long
+	// (default 10m).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// RequestTimeout bounds the arrival of a request once begun and the
+	// writing of a response (default 60s).
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// FetchMaxBytes caps the records of one Fetch response (default 55 MiB).
+	FetchMaxBytes int `yaml:"fetch_max_bytes"`
+	// FetchMemoryBytes bounds the records of Fetch responses held at once
+	// across connections (default 256 MiB).
+	FetchMemoryBytes int `yaml:"fetch_memory_bytes"`
+	// MaxPartitionsPerTopic caps a topic's partitions (default 10000).
+	MaxPartitionsPerTopic int32 `yaml:"max_partitions_per_topic"`
+	// MaxPartitions caps the partitions of all topics (default 50000).
+	MaxPartitions int `yaml:"max_partitions"`
 	// LogFormat is text (default) or json; LogLevel debug, info (default),
 	// warn or error.
 	LogFormat string `yaml:"log_format"`
@@ -231,6 +249,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return bad("--listen %s: %v", cfg.Listen, err)
 	}
 	defer ln.Close()
+	// Every listener is bound before the broker takes the cluster (a new
+	// epoch fences the running broker): a busy port must not leave the
+	// cluster with no broker serving.
+	var hln net.Listener
+	if cfg.HTTP != "" {
+		if hln, err = net.Listen("tcp", cfg.HTTP); err != nil {
+			return bad("--http %s: %v", cfg.HTTP, err)
+		}
+		defer hln.Close()
+	}
 	adv := cfg.Advertise
 	if adv == "" {
 		host, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -242,15 +270,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		adv = net.JoinHostPort(host, port)
 	}
 	bcfg := broker.Config{
-		Cluster:           cfg.Cluster,
-		Store:             stores[0].store,
-		Driver:            stores[0].name,
-		Advertise:         adv,
-		MaxRequestBytes:   cfg.MaxRequestBytes,
-		MaxConnections:    cfg.MaxConnections,
-		AutoCreateTopics:  cfg.AutoCreateTopics == nil || *cfg.AutoCreateTopics,
-		DefaultPartitions: cfg.DefaultPartitions,
-		Logger:            logger,
+		Cluster:               cfg.Cluster,
+		Store:                 stores[0].store,
+		Driver:                stores[0].name,
+		Advertise:             adv,
+		MaxRequestBytes:       cfg.MaxRequestBytes,
+		MaxConnections:        cfg.MaxConnections,
+		MaxConnectionsPerIP:   cfg.MaxConnectionsPerIP,
+		IdleTimeout:           cfg.IdleTimeout,
+		RequestTimeout:        cfg.RequestTimeout,
+		FetchMaxBytes:         cfg.FetchMaxBytes,
+		FetchMemoryBytes:      cfg.FetchMemoryBytes,
+		MaxPartitionsPerTopic: cfg.MaxPartitionsPerTopic,
+		MaxPartitions:         cfg.MaxPartitions,
+		AutoCreateTopics:      cfg.AutoCreateTopics == nil || *cfg.AutoCreateTopics,
+		DefaultPartitions:     cfg.DefaultPartitions,
+		Logger:                logger,
 	}
 	for _, r := range cfg.Topics {
 		for _, s := range stores {
@@ -266,11 +301,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	defer b.Close()
-	if cfg.HTTP != "" {
-		hln, err := net.Listen("tcp", cfg.HTTP)
-		if err != nil {
-			return bad("--http %s: %v", cfg.HTTP, err)
-		}
+	if hln != nil {
 		srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(hln) }()
 		defer srv.Close()

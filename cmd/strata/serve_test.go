@@ -45,7 +45,13 @@ type serveProc struct {
 
 func startServe(t *testing.T, bin string, args ...string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	return startServeCmd(t, exec.Command(bin, append([]string{"serve"}, args...)...))
+}
+
+// startServeCmd starts cmd, a `strata serve` command line, and waits until
+// it listens.
+func startServeCmd(t *testing.T, cmd *exec.Cmd) *serveProc {
+	t.Helper()
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	stdout, err := cmd.StdoutPipe()

@@ -127,7 +127,8 @@ const keySuffix = "!"
 // ErrAlreadyExists, absent -> ErrUnavailable. A retry after an attempt
 // whose outcome is unknown (timeout, reset connection) may find the
 // attempt's own object and report ErrAlreadyExists; the engine tells its
-// own object from another writer's by the put id in the chunk header (R1).
+// own object from another writer's by the put id in the chunk header (R1,
+// docs/design.md).
 func (s *Storage) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	err := s.put(ctx, "PUT-IF-ABSENT", key, data, true)
 	if err == nil || !isConditionalConflict(err) {

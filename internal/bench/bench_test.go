@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,7 +125,13 @@ func TestWorkloads(t *testing.T) {
 	if err := WriteCharts(dir, results); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"throughput.png", "latency.png"} {
+	checkPNGs(t, dir, Charts(results))
+}
+
+// checkPNGs fails t unless every file is a PNG in dir.
+func checkPNGs(t *testing.T, dir string, files []string) {
+	t.Helper()
+	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil || len(b) < 8 || string(b[1:4]) != "PNG" {
 			t.Errorf("%s: not a PNG (%v)", f, err)
@@ -172,9 +180,38 @@ func TestMarkdownPairs(t *testing.T) {
 	var b strings.Builder
 	WriteMarkdown(&b, rep, "bench")
 	out := b.String()
+
+	// One chart per comparison, each under its table, and the latency
+	// distributions; no overview chart when there are pairs, and a stale
+	// one from an earlier run is removed.
+	dir := t.TempDir()
+	stale := filepath.Join(dir, ThroughputChart)
+	if err := os.WriteFile(stale, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCharts(dir, rep.Results); err != nil {
+		t.Fatal(err)
+	}
+	wantCharts := []string{InVsOutChart, VsRawChart, VsKafkaChart, LatencyChart}
+	if got := Charts(rep.Results); !slices.Equal(got, wantCharts) {
+		t.Errorf("charts %v, want %v", got, wantCharts)
+	}
+	checkPNGs(t, dir, wantCharts)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale %s kept (%v)", ThroughputChart, err)
+	}
+	for _, f := range wantCharts {
+		if !strings.Contains(out, "(bench/"+f+")") {
+			t.Errorf("markdown does not show %s", f)
+		}
+	}
+	if strings.Contains(out, ThroughputChart) {
+		t.Errorf("markdown links %s although the report has pairs", ThroughputChart)
+	}
+
 	for _, want := range []string{
 		"| 100.0 | 80.0 | 0.80 | 10.00 | 12.00 | +2.00 | met |",
-		"| 200.0 | 100.0 | 0.50 | 5.00 | 10.00 | not met |",
+		"| 200.0 | 100.0 | 0.50 | 5.00 | 10.00 | - | - | not met |",
 		"| 1GiB | 300.0 | 100.0 | 90.0 | 10.00 | 13.00 | +30% | not met |",
 		"| apache-kafka | 50.0 | 40.0 | 0.80 | 0.00 / 0.00 | 20.00 / 10.00 | 0.50 | 0.00 / 0.00 | 30.00 / 60.00 | 2.00 | not met |",
 	} {

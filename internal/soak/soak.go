@@ -5,7 +5,7 @@
 // every stream's final log through stores that took no part in the race and
 // checks it against every ack the owners received.
 //
-// It checks the fencing contract of docs/engine.md and DESIGN.md §2: every
+// It checks the fencing contract of docs/design.md and docs/engine.md: every
 // acked append is in the log exactly once, at its acked offset, with its
 // bytes; acks of one session come in call order, and none follows a failed
 // append of that session; no session of a lower epoch acks anything at or

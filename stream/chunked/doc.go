@@ -7,7 +7,8 @@
 // in-order acks, trim with garbage collection, CRC32C on every batch and a
 // cache of recent chunks.
 //
-// The protocol, its object names and its proof sketch are in
-// docs/engine.md. This package is not a driver: drivers (drivers/nfs,
+// The rules R1–R7 that comments in this package cite are defined in
+// docs/design.md ("The rules"); the protocol, its object names and its
+// proof sketch are in docs/engine.md. This package is not a driver: drivers (drivers/nfs,
 // drivers/s3, ...) wrap it with their own Config and Open.
 package chunked

@@ -27,7 +27,8 @@ import (
 // scheduler applies, answers, times out (the put may still land later) or
 // drops, in any order; processes open with lower, equal and higher epochs,
 // append, trim (with GC), fetch, close and crash; read-only readers fetch.
-// After every step the guarantees of DESIGN.md section 2 are checked.
+// After every step the guarantees of the Stream contract (docs/design.md)
+// are checked.
 //
 //	go test ./stream/chunked -run 'TestSimulation$'                                # default budget
 //	go test ./stream/chunked -run 'TestSimulation$' -sim.runs 100000 -timeout 0    # longer
