@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stratastream/strata/drivers/memory"
+	"github.com/stratastream/strata/stream/chunked"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -238,4 +239,30 @@ func TestRecoveryReadsWALOnce(t *testing.T) {
 		t.Fatalf("opening %d streams with tails in one WAL opened it %d times and fetched %d times; want 1 open, at most 2 fetches", len(names), o, f)
 	}
 	t.Logf("%d streams reopened: the WAL opened %d time, fetched %d times", len(names), cb.walOpens.Load(), cb.walFetches.Load())
+}
+
+// TestNoOpTrimOfFencedSession: a trim that moves nothing still fails
+// ErrFenced on a session a newer one fenced.
+func TestNoOpTrimOfFencedSession(t *testing.T) {
+	ctx := context.Background()
+	base, err := chunked.NewStore(chunked.NewMemStorage(), chunked.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	s1, s2 := newTestStore(t, base), newTestStore(t, base)
+	old, err := s1.Open(ctx, "v", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, old, "a")
+	if err := old.Trim(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Open(ctx, "v", stream.OpenOptions{Epoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Trim(ctx, 1); !errors.Is(err, stream.ErrFenced) {
+		t.Fatalf("no-op trim by the fenced session: %v, want ErrFenced", err)
+	}
 }

@@ -609,6 +609,14 @@ func (h *vstream) Trim(ctx context.Context, newStart int64) error {
 		return fmt.Errorf("%w: stream %q: trim to %d beyond NextOffset %d", stream.ErrOffsetOutOfRange, h.name, newStart, acked)
 	}
 	if newStart <= cur {
+		// A no-op, but a fenced session must still hear it is fenced:
+		// the base's no-op trim of V.meta checks.
+		if err := h.meta.Trim(ctx, h.meta.StartOffset()); err != nil {
+			if errors.Is(err, stream.ErrFenced) {
+				h.fenceLocal(fmt.Errorf("%w: stream %q: %w", stream.ErrFenced, h.name, err))
+			}
+			return fmt.Errorf("stream %q: %w", h.name, err)
+		}
 		return nil
 	}
 	if state == broken {
