@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/stratastream/strata/drivers/memory"
-	"github.com/stratastream/strata/stream/chunked"
 	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/chunked"
 )
 
 // keepBase keeps a shared base store open when one virtual Store closes.
