@@ -1,0 +1,129 @@
+package chunked
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// faultStorage is a MemStorage whose calls fail on demand: a rule sees
+// the operation and key and returns the error to answer with (nil: run
+// the call). With landed, a failing PutIfAbsent stores its object first
+// (an answer lost after the put took effect).
+type faultStorage struct {
+	*MemStorage
+	mu     sync.Mutex
+	rule   func(op, key string) error
+	landed bool
+}
+
+func (f *faultStorage) set(rule func(op, key string) error, landed bool) {
+	f.mu.Lock()
+	f.rule, f.landed = rule, landed
+	f.mu.Unlock()
+}
+
+func (f *faultStorage) fault(op, key string) (error, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rule == nil {
+		return nil, false
+	}
+	return f.rule(op, key), f.landed
+}
+
+func (f *faultStorage) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	err, landed := f.fault("put-if-absent", key)
+	if err == nil {
+		return f.MemStorage.PutIfAbsent(ctx, key, data)
+	}
+	if landed {
+		_ = f.MemStorage.PutIfAbsent(ctx, key, data)
+	}
+	return err
+}
+
+func (f *faultStorage) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if err, _ := f.fault("get", key); err != nil {
+		return nil, err
+	}
+	return f.MemStorage.Get(ctx, key, off, n)
+}
+
+var errInjected = fmt.Errorf("%w: injected fault", stream.ErrUnavailable)
+
+// halfDeleted returns a storage holding stream name, appended to, whose
+// Delete wrote its delete manifest but failed to link the tombstone.
+func halfDeleted(t *testing.T, name string) *MemStorage {
+	t.Helper()
+	ctx := context.Background()
+	f := &faultStorage{MemStorage: NewMemStorage()}
+	s := newTestStore(t, keepOpen{f}, Options{Driver: "fault-test"})
+	w := mustOpen(t, s, name, 1)
+	if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: payload(0)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	f.set(func(op, key string) error {
+		if op == "put-if-absent" && strings.Contains(key, ".stream/g/") {
+			return errInjected
+		}
+		return nil
+	}, false)
+	if err := s.Delete(ctx, name); !errors.Is(err, stream.ErrUnavailable) {
+		t.Fatalf("delete with its tombstone put failing: %v, want ErrUnavailable", err)
+	}
+	_ = s.Close()
+	return f.MemStorage
+}
+
+// TestHalfDoneDeleteIsFinished: a Delete that wrote its delete manifest
+// but not its tombstone (a failed put, a crash between the two) leaves a
+// deleted stream, not a stuck name: List does not show it, a read-only
+// Open is ErrNotFound, and Open with CreateIfMissing and Create make it
+// anew (a broker restarting after a crash mid-DeleteTopics).
+func TestHalfDoneDeleteIsFinished(t *testing.T) {
+	ctx := context.Background()
+	t.Run("list-and-read", func(t *testing.T) {
+		s := newTestStore(t, halfDeleted(t, "p"), Options{Driver: "fault-test"})
+		names, err := s.List(ctx, "")
+		if err != nil || slices.Contains(names, "p") {
+			t.Fatalf("List after a half-done delete: %v, %v; want no %q", names, err, "p")
+		}
+		if _, err := s.Open(ctx, "p", stream.OpenOptions{Mode: stream.ModeReadOnly}); !errors.Is(err, stream.ErrNotFound) {
+			t.Fatalf("read-only open after a half-done delete: %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("open-create-if-missing", func(t *testing.T) {
+		s := newTestStore(t, halfDeleted(t, "p"), Options{Driver: "fault-test"})
+		w, err := s.Open(ctx, "p", stream.OpenOptions{Epoch: 2, CreateIfMissing: true})
+		if err != nil {
+			t.Fatalf("open (create if missing) after a half-done delete: %v", err)
+		}
+		defer w.Close()
+		if n := w.NextOffset(); n != 0 {
+			t.Fatalf("recreated stream: next offset %d, want 0", n)
+		}
+	})
+	t.Run("create", func(t *testing.T) {
+		s := newTestStore(t, halfDeleted(t, "p"), Options{Driver: "fault-test"})
+		if err := s.Create(ctx, "p"); err != nil {
+			t.Fatalf("create after a half-done delete: %v", err)
+		}
+		w := mustOpen(t, s, "p", 3)
+		defer w.Close()
+		if bs := fetchAll(t, w, 0); len(bs) != 0 {
+			t.Fatalf("recreated stream holds %d batches of the deleted one", len(bs))
+		}
+		names, err := s.List(ctx, "")
+		if err != nil || !slices.Equal(names, []string{"p"}) {
+			t.Fatalf("List after recreating: %v, %v", names, err)
+		}
+	})
+}
