@@ -127,3 +127,53 @@ func TestHalfDoneDeleteIsFinished(t *testing.T) {
 		}
 	})
 }
+
+// TestFailedTrimStartHolds: a trim whose manifest put reports failure but
+// lands has moved the start for every reader; the session that wrote it
+// adopts that start, so a later, lower trim never moves it back (R5).
+func TestFailedTrimStartHolds(t *testing.T) {
+	ctx := context.Background()
+	f := &faultStorage{MemStorage: NewMemStorage()}
+	s := newTestStore(t, keepOpen{f}, Options{Driver: "fault-test"})
+	w := mustOpen(t, s, "t", 1)
+	defer w.Close()
+	for i := 0; i < 20; i++ {
+		if _, err := stream.Append(ctx, w, stream.Batch{Count: 10, Payload: payload(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.set(func(op, key string) error {
+		if op == "put-if-absent" && strings.Contains(key, "/m/") {
+			return errInjected
+		}
+		return nil
+	}, true)
+	if err := w.Trim(ctx, 150); !errors.Is(err, stream.ErrUnavailable) {
+		t.Fatalf("trim whose manifest put fails: %v, want ErrUnavailable", err)
+	}
+	f.set(nil, false)
+	readerStart := func() int64 {
+		t.Helper()
+		r, err := s.Open(ctx, "t", stream.OpenOptions{Mode: stream.ModeReadOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if _, err := r.Fetch(ctx, 100, stream.NoEnd, 0); r.StartOffset() > 100 && !errors.Is(err, stream.ErrOffsetOutOfRange) {
+			t.Fatalf("fetch 100 below the start %d: %v, want ErrOffsetOutOfRange", r.StartOffset(), err)
+		}
+		return r.StartOffset()
+	}
+	if got := readerStart(); got != 150 {
+		t.Fatalf("a reader after the trim that landed: start %d, want 150", got)
+	}
+	if err := w.Trim(ctx, 60); err != nil {
+		t.Fatalf("trim 60: %v", err)
+	}
+	if got := readerStart(); got != 150 {
+		t.Fatalf("a reader after trim 60 that followed the landed trim 150: start %d, want 150 (the start moved back)", got)
+	}
+	if got := w.StartOffset(); got != 150 {
+		t.Fatalf("writer's start after trims 150 (landed) and 60: %d, want 150", got)
+	}
+}

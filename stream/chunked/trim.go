@@ -58,6 +58,7 @@ func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint b
 				return w.failed
 			}
 			v++
+			w.adoptOwn(m)
 		}
 		if newStart <= w.ch.Start && !checkpoint {
 			return nil // a no-op, once the probe showed we are not fenced
@@ -100,6 +101,18 @@ func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint b
 		w.ch.IdxEnd = m.IdxEnd
 		return nil
 	}
+}
+
+// adoptOwn takes the start of m, a manifest this session wrote whose put
+// reported failure (a trim whose outcome was unknown, which landed
+// anyway): readers may have seen that start, and R5 forbids the next
+// manifest to move it back.
+func (w *writer) adoptOwn(m *manifest) {
+	if m.Owner != w.self || m.Start <= w.ch.Start {
+		return
+	}
+	w.ch.Start = m.Start
+	w.publish()
 }
 
 // gcFailed logs a GC that stopped on err. A GC stopped by Close is not

@@ -741,6 +741,7 @@ func (w *writer) onProbe(r probeResult) {
 		// One's own manifest (a trim whose put outcome was unknown), or
 		// an older session's: move on to the next version.
 		w.ch.KnownV = max(w.ch.KnownV, r.v)
+		w.adoptOwn(r.m)
 	}
 }
 
