@@ -177,3 +177,45 @@ func TestFailedTrimStartHolds(t *testing.T) {
 		t.Fatalf("writer's start after trims 150 (landed) and 60: %d, want 150", got)
 	}
 }
+
+// TestOpenRetriesTransientReads: an open reads many objects (generations,
+// the hint, manifests, index pages, chunk headers); one transient failure
+// among them is retried, not the end of the open. Here the first read of
+// every object fails.
+func TestOpenRetriesTransientReads(t *testing.T) {
+	ctx := context.Background()
+	f := &faultStorage{MemStorage: NewMemStorage()}
+	opts := Options{Driver: "fault-test", CheckpointChunks: 4, IndexPageEntries: 8}
+	s := newTestStore(t, keepOpen{f}, opts)
+	w := mustOpen(t, s, "r", 1)
+	appendEach(t, w, 0, 40)
+	_ = w.Close()
+	failed := map[string]bool{}
+	f.set(func(op, key string) error {
+		if op != "get" || failed[key] {
+			return nil
+		}
+		failed[key] = true
+		return errInjected
+	}, false)
+	s2 := newTestStore(t, keepOpen{f}, opts)
+	r, err := s2.Open(ctx, "r", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatalf("read-only open with the first read of every object failing: %v", err)
+	}
+	defer r.Close()
+	w2, err := s2.Open(ctx, "r", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatalf("open with the first read of every object failing: %v", err)
+	}
+	defer w2.Close()
+	pages := 0
+	for k := range failed {
+		if strings.Contains(k, "/x/") {
+			pages++
+		}
+	}
+	if pages == 0 || w2.NextOffset() != 40 {
+		t.Fatalf("%d index page reads failed, next offset %d; want some and 40", pages, w2.NextOffset())
+	}
+}

@@ -201,6 +201,7 @@ func (s *Store) Open(ctx context.Context, name string, o stream.OpenOptions) (st
 	default:
 		return nil, fmt.Errorf("%w: stream %q: open mode %d", stream.ErrInvalidArgument, name, o.Mode)
 	}
+	ctx = withReadRetries(ctx)
 	for attempt := 0; ; attempt++ {
 		l, n, err := s.live(ctx, name)
 		if errors.Is(err, stream.ErrNotFound) && o.CreateIfMissing && o.Mode == stream.ModeReadWrite && attempt < 3 {
