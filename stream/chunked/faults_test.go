@@ -219,3 +219,39 @@ func TestOpenRetriesTransientReads(t *testing.T) {
 		t.Fatalf("%d index page reads failed, next offset %d; want some and 40", pages, w2.NextOffset())
 	}
 }
+
+// TestSessionsAfterDelete pins what the contract says of sessions opened
+// before a Delete: a Fetch inside what they know may still return the
+// deleted stream's (acked) batches from their cache; one that needs a
+// re-walk fails, and appends fail ErrFenced.
+func TestSessionsAfterDelete(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t, NewMemStorage(), Options{Driver: "fault-test"})
+	w := mustOpen(t, s, "d", 1)
+	defer w.Close()
+	if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: payload(0)}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Open(ctx, "d", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if bs, err := r.Fetch(ctx, 0, 1, 0); err != nil || len(bs) != 1 {
+		t.Fatalf("fetch before the delete: %v, %v", bs, err)
+	}
+	if err := s.Delete(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	for who, st := range map[string]stream.Stream{"writer": w, "reader": r} {
+		if bs, err := st.Fetch(ctx, 0, 1, 0); err != nil || len(bs) != 1 || string(bs[0].Payload) != string(payload(0)) {
+			t.Fatalf("%s: cached fetch after the delete: %v, %v; want the acked batch", who, bs, err)
+		}
+	}
+	if _, err := r.Fetch(ctx, 1, stream.NoEnd, 0); !errors.Is(err, stream.ErrNotFound) {
+		t.Fatalf("reader: fetch past what it knows after the delete: %v, want ErrNotFound", err)
+	}
+	if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: payload(1)}); !errors.Is(err, stream.ErrFenced) {
+		t.Fatalf("writer: append after the delete: %v, want ErrFenced", err)
+	}
+}
