@@ -101,7 +101,7 @@ func (s *Store) getManifest(ctx context.Context, l layout, v uint64) (m *manifes
 	if err != nil {
 		return nil, false, err
 	}
-	m, err = decodeManifest(b)
+	m, err = decodeManifest(b, l.seed)
 	if err != nil {
 		return nil, false, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
 	}
@@ -185,7 +185,7 @@ func (s *Store) getPage(ctx context.Context, l layout, p pageRef) ([]indexEntry,
 	if err != nil {
 		return nil, err
 	}
-	es, err := decodePage(b, p)
+	es, err := decodePage(b, p, l.seed)
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
 	}
@@ -203,7 +203,7 @@ func (s *Store) getChunkHeader(ctx context.Context, l layout, seq uint64) (h chu
 	if err != nil {
 		return h, false, err
 	}
-	h, err = decodeChunkHeader(b)
+	h, err = decodeChunkHeader(b, l.seed)
 	if err != nil {
 		return h, false, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
 	}
@@ -221,7 +221,7 @@ func (s *Store) readHint(ctx context.Context, l layout) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := decodeHint(b)
+	v, err := decodeHint(b, l.seed)
 	if err != nil {
 		s.opts.Logger.Warn("chunked: ignoring unreadable hint", "stream", l.name, "key", l.hint(), "err", err)
 		return 0, nil
@@ -233,7 +233,7 @@ func (s *Store) readHint(ctx context.Context, l layout) (uint64, error) {
 // or stale hint costs a few probes, never correctness).
 func (s *Store) writeHint(ctx context.Context, l layout, v uint64) {
 	key := l.hint()
-	err := s.call(ctx, "put", key, func(ctx context.Context) error { return s.st.Put(ctx, key, encodeHint(v)) })
+	err := s.call(ctx, "put", key, func(ctx context.Context) error { return s.st.Put(ctx, key, encodeHint(v, l.seed)) })
 	if err != nil {
 		s.opts.Logger.Debug("chunked: hint not written", "stream", l.name, "version", v, "err", err)
 	}

@@ -105,7 +105,7 @@ func (s *Store) currentGen(ctx context.Context, name string) (n uint64, g genera
 		if err != nil {
 			return 0, g, false, err
 		}
-		gi, err := decodeGeneration(b)
+		gi, err := decodeGeneration(b, genSeed(name))
 		if err != nil {
 			return 0, g, false, fmt.Errorf("stream %q: %s: %w", name, key, err)
 		}
@@ -157,11 +157,11 @@ func (s *Store) Create(ctx context.Context, name string) error {
 		}
 		l := newLayout(name, inc)
 		m0 := &manifest{Kind: manCreate, PutID: s.newPutID()}
-		if err := s.putIfAbsent(ctx, l.manifest(0), encodeManifest(m0)); err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
+		if err := s.putIfAbsent(ctx, l.manifest(0), encodeManifest(m0, l.seed)); err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
 			return fmt.Errorf("stream %q: create: %w", name, err)
 		}
 		key := genKey(name, next)
-		data := encodeGeneration(generation{Kind: genLive, Inc: inc})
+		data := encodeGeneration(generation{Kind: genLive, Inc: inc}, genSeed(name))
 		err = s.putIfAbsent(ctx, key, data)
 		if err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
 			// Outcome unknown: read it back once.
@@ -177,7 +177,7 @@ func (s *Store) Create(ctx context.Context, name string) error {
 		if err != nil {
 			return fmt.Errorf("stream %q: create: %w", name, err)
 		}
-		other, err := decodeGeneration(b)
+		other, err := decodeGeneration(b, genSeed(name))
 		if err != nil {
 			return fmt.Errorf("stream %q: %s: %w", name, key, err)
 		}
@@ -302,7 +302,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 // Create never links after a live generation: it finishes the Delete
 // first).
 func (s *Store) linkTombstone(ctx context.Context, l layout, n uint64) error {
-	err := s.putIfAbsent(ctx, genKey(l.name, n+1), encodeGeneration(generation{Kind: genTombstone}))
+	err := s.putIfAbsent(ctx, genKey(l.name, n+1), encodeGeneration(generation{Kind: genTombstone}, genSeed(l.name)))
 	if err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
 		return err
 	}

@@ -142,7 +142,7 @@ func (w *writer) writePages(ctx context.Context) error {
 		es := w.ch.Entries[i : i+n]
 		p := pageRef{ID: w.s.newPutID(), First: es[0].Seq, End: es[n-1].Seq + 1,
 			Base: es[0].Base, Next: es[n-1].end(), N: uint32(n)}
-		if err := w.s.putIfAbsent(ctx, w.l.page(p), encodePage(p, es)); err != nil {
+		if err := w.s.putIfAbsent(ctx, w.l.page(p), encodePage(p, es, w.l.seed)); err != nil {
 			return fmt.Errorf("index page: %w", err)
 		}
 		w.ch.Pages = append(w.ch.Pages, p)

@@ -581,7 +581,7 @@ func (w *writer) place(p *pend, slot uint64, base int64) {
 	p.id = w.s.newPutID()
 	var spans []batchSpan
 	p.data, spans, p.mem = w.chunkBuffer(p)
-	sealChunk(p.data, chunkData, w.self, base, p.id, spans)
+	sealChunk(p.data, w.l.seed, chunkData, w.self, base, p.id, spans)
 	p.state = stInflight
 	p.gen++
 	w.startPut(p)
