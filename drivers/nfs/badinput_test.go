@@ -231,7 +231,9 @@ func dirNames(t *testing.T, dir string) []string {
 
 // TestTornTempCleanup: opening a Storage removes the temp files of dead
 // processes of this host at once and anyone's older than temp_max_age, and
-// keeps the rest (a live writer's put in progress).
+// keeps the rest (a live writer's put in progress) and every file whose
+// name is not a temp name of this driver, however old (with root "/",
+// tmp/ is /tmp).
 func TestTornTempCleanup(t *testing.T) {
 	root := freshRoot(t)
 	st, err := openStorage(t.Context(), configFor(root))
@@ -251,7 +253,8 @@ func TestTornTempCleanup(t *testing.T) {
 		"otherhost.1-" + strconv.Itoa(dead.Process.Pid) + "-dd-1.tmp": true,  // another host: only by age
 		"otherhost.1-77-ee-1.tmp":                                     false, // another host, old
 		"garbage":                                                     true,  // recent, unparsable
-		"oldgarbage":                                                  false, // old, unparsable
+		"oldgarbage":                                                  true,  // old, not a temp name: not ours
+		"report-2024-q1-draft.tmp":                                    true,  // old, not a temp name: not ours
 	}
 	old := time.Now().Add(-2 * time.Hour)
 	for name := range files {
@@ -259,7 +262,7 @@ func TestTornTempCleanup(t *testing.T) {
 		if err := os.WriteFile(path, []byte("torn"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if name == "otherhost.1-77-ee-1.tmp" || name == "oldgarbage" {
+		if name == "otherhost.1-77-ee-1.tmp" || name == "oldgarbage" || name == "report-2024-q1-draft.tmp" {
 			if err := os.Chtimes(path, old, old); err != nil {
 				t.Fatal(err)
 			}
@@ -300,5 +303,56 @@ func TestTornTempCleanup(t *testing.T) {
 	keys, err := st2.List(t.Context(), "", "", 0)
 	if err != nil || !slices.Equal(keys, []string{"s/c/1"}) {
 		t.Fatalf("List = %q, %v; want only s/c/1 (temp files never show)", keys, err)
+	}
+}
+
+// TestTempCleanupNeverFollowsSymlinks: a tmp/ that is a symlink out of the
+// root, and symlinks inside tmp/ named like temp files, lead the cleanup
+// nowhere: nothing outside the root is removed.
+func TestTempCleanupNeverFollowsSymlinks(t *testing.T) {
+	outside := t.TempDir()
+	old := time.Now().Add(-2 * time.Hour)
+	write := func(path string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("not the store's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tempName := "otherhost.1-77-ee-1.tmp" // a temp name of another host, old: torn if it were in tmp/
+	victims := []string{filepath.Join(outside, tempName), filepath.Join(outside, "notes.txt")}
+	for _, v := range victims {
+		write(v)
+	}
+
+	// tmp/ itself a symlink to the outside directory.
+	root := freshRoot(t)
+	if err := os.Symlink(outside, filepath.Join(root, tmpDir)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStorage(t.Context(), configFor(root))
+	if err == nil {
+		st.Close()
+	}
+	// A symlink in tmp/, named like a torn temp file, to a file outside.
+	root2 := freshRoot(t)
+	if err := os.MkdirAll(filepath.Join(root2, tmpDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root2, tmpDir, tempName)
+	if err := os.Symlink(victims[0], link); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := openStorage(t.Context(), configFor(root2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2.Close()
+	for _, v := range victims {
+		if _, err := os.Stat(v); err != nil {
+			t.Errorf("%s outside the root after the temp cleanup: %v", v, err)
+		}
 	}
 }
