@@ -356,3 +356,47 @@ func TestTempCleanupNeverFollowsSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// TestCreatedModes: the files and directories the Storage creates (the
+// root with create_root, objects/, tmp/, key directories, object files)
+// have file_mode and dir_mode, private by default (0600, 0700), with the
+// process umask applied on top.
+func TestCreatedModes(t *testing.T) {
+	umask := syscall.Umask(0)
+	syscall.Umask(umask)
+	for _, c := range []struct {
+		extra     []string
+		file, dir fs.FileMode
+	}{
+		{nil, 0o600, 0o700},
+		{[]string{`file_mode: "0640"`, `dir_mode: "0750"`}, 0o640, 0o750},
+	} {
+		root := filepath.Join(freshRoot(t), "new", "root")
+		st, err := openStorage(t.Context(), configFor(root, append([]string{"create_root: true"}, c.extra...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutIfAbsent(t.Context(), "a.stream/inc/c/1", []byte("record")); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		want := func(path string, mode fs.FileMode) {
+			t.Helper()
+			fi, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fi.Mode().Perm(), mode&^fs.FileMode(umask); got != want {
+				t.Errorf("%s: mode %v, want %v (%v)", path, got, want, c.extra)
+			}
+		}
+		want(filepath.Join(root, keyPath("a.stream/inc/c/1")), c.file)
+		for _, d := range []string{"", objectsDir, tmpDir} {
+			want(filepath.Join(root, d), c.dir)
+		}
+		for d := filepath.Dir(keyPath("a.stream/inc/c/1")); d != objectsDir; d = filepath.Dir(d) {
+			want(filepath.Join(root, d), c.dir) // the key's directories
+		}
+		want(filepath.Dir(root), c.dir) // made by create_root too
+	}
+}
