@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -398,5 +400,32 @@ func TestCreatedModes(t *testing.T) {
 			want(filepath.Join(root, d), c.dir) // the key's directories
 		}
 		want(filepath.Dir(root), c.dir) // made by create_root too
+	}
+}
+
+// TestCreateRootIsDurable: every directory create_root makes is durable:
+// the parent of each (up to the first that existed) is fsynced after it,
+// or a power loss can drop the whole root with every acked record in it
+// (a FUSE layer that keeps only what was fsynced lost 935 acked records
+// that way).
+func TestCreateRootIsDurable(t *testing.T) {
+	base := freshRoot(t)
+	root := filepath.Join(base, "a", "b", "data")
+	var mu sync.Mutex
+	synced := map[string]bool{}
+	hook := func(dir string) { mu.Lock(); synced[dir] = true; mu.Unlock() }
+	syncDirHook.Store(&hook)
+	defer syncDirHook.Store(nil)
+	st, err := openStorage(t.Context(), configFor(root, "create_root: true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, dir := range []string{base, filepath.Join(base, "a"), filepath.Join(base, "a", "b"), root} {
+		if !synced[dir] {
+			t.Errorf("%s: not fsynced after a directory was made in it (synced: %v)", dir, slices.Sorted(maps.Keys(synced)))
+		}
 	}
 }

@@ -87,7 +87,7 @@ func OpenStorage(ctx context.Context, c Config, logger *slog.Logger) (*Storage, 
 		return nil, fmt.Errorf("nfs open %s: %w: %w", s.root, stream.ErrUnavailable, err)
 	}
 	if c.CreateRoot {
-		if err := os.MkdirAll(s.root, s.dirMode); err != nil {
+		if err := s.mkdirAll(s.root); err != nil {
 			return nil, s.unavailable("open", "", fmt.Errorf("creating root: %w", err))
 		}
 	}
@@ -166,6 +166,25 @@ func (s *Storage) mkdir(dir string) error {
 	}
 }
 
+// mkdirAll makes dir and its missing parents, as os.MkdirAll, and makes
+// each new entry durable: it fsyncs the parent of every directory it
+// made, top down, so that a power loss after it returns cannot lose the
+// root (and with it every object put under it later).
+func (s *Storage) mkdirAll(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: not a directory", dir)
+		}
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := s.mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	return s.mkdir(dir)
+}
+
 // ensureParent makes the directories of a key's file below objects/. It
 // asks the server with mkdir(2) (EEXIST is authoritative) rather than
 // trusting a possibly cached stat of the path.
@@ -184,6 +203,9 @@ func (s *Storage) ensureParent(path string) error {
 	return err
 }
 
+// syncDirHook, when set (by tests), sees every directory syncDir fsyncs.
+var syncDirHook atomic.Pointer[func(dir string)]
+
 // syncDir fsyncs a directory so that entries made in it are durable.
 func (s *Storage) syncDir(dir string) error {
 	if !s.fsync {
@@ -194,6 +216,9 @@ func (s *Storage) syncDir(dir string) error {
 		return err
 	}
 	err = d.Sync()
+	if h := syncDirHook.Load(); h != nil && err == nil {
+		(*h)(dir)
+	}
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
