@@ -435,35 +435,38 @@ func (n *fnode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.E
 }
 
 func (n *fnode) Unlink(ctx context.Context, name string) syscall.Errno {
-	if e := n.lock(); e != 0 {
-		return e
-	}
-	defer n.unlock()
-	c := n.n.entries[name]
-	switch {
-	case c == nil:
-		return syscall.ENOENT
-	case c.dir:
-		return syscall.EISDIR
-	}
-	delete(n.n.entries, name)
-	n.n.mtime = time.Now()
-	return 0
+	return n.remove(name, func(c *node) syscall.Errno {
+		if c.dir {
+			return syscall.EISDIR
+		}
+		return 0
+	})
 }
 
 func (n *fnode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.remove(name, func(c *node) syscall.Errno {
+		switch {
+		case !c.dir:
+			return syscall.ENOTDIR
+		case len(c.entries) > 0:
+			return syscall.ENOTEMPTY
+		}
+		return 0
+	})
+}
+
+// remove removes entry name if check allows it.
+func (n *fnode) remove(name string, check func(c *node) syscall.Errno) syscall.Errno {
 	if e := n.lock(); e != 0 {
 		return e
 	}
 	defer n.unlock()
 	c := n.n.entries[name]
-	switch {
-	case c == nil:
+	if c == nil {
 		return syscall.ENOENT
-	case !c.dir:
-		return syscall.ENOTDIR
-	case len(c.entries) > 0:
-		return syscall.ENOTEMPTY
+	}
+	if e := check(c); e != 0 {
+		return e
 	}
 	delete(n.n.entries, name)
 	n.n.mtime = time.Now()
