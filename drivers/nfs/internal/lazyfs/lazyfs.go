@@ -264,11 +264,13 @@ func fillAttr(c *node, a *fuse.Attr) {
 	a.SetTimes(&c.mtime, &c.mtime, &c.mtime)
 }
 
-// child returns the FUSE inode of c, found or made under n (n's lock not
-// held).
+// child returns the FUSE inode of c, found or made under n. Call it with
+// the lock held: it fills out's attributes, then unlocks.
 func (n *fnode) child(ctx context.Context, c *node, out *fuse.EntryOut) *fs.Inode {
 	fillAttr(c, &out.Attr)
-	return n.NewInode(ctx, &fnode{lfs: n.lfs, n: c}, fs.StableAttr{Mode: typeBits(c), Ino: c.ino})
+	st := fs.StableAttr{Mode: typeBits(c), Ino: c.ino}
+	n.unlock()
+	return n.NewInode(ctx, &fnode{lfs: n.lfs, n: c}, st)
 }
 
 func (n *fnode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -280,12 +282,7 @@ func (n *fnode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*f
 		n.unlock()
 		return nil, syscall.ENOENT
 	}
-	var tmp fuse.EntryOut
-	fillAttr(c, &tmp.Attr)
-	n.unlock()
-	ch := n.child(ctx, c, out)
-	out.Attr = tmp.Attr
-	return ch, 0
+	return n.child(ctx, c, out), 0
 }
 
 func (n *fnode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -362,7 +359,6 @@ func (n *fnode) Create(ctx context.Context, name string, flags uint32, mode uint
 		n.n.entries[name] = c
 		n.n.mtime = time.Now()
 	}
-	n.unlock()
 	return n.child(ctx, c, out), nil, fuse.FOPEN_DIRECT_IO, 0
 }
 
@@ -430,7 +426,6 @@ func (n *fnode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.E
 	c := n.lfs.newNode(true, mode)
 	n.n.entries[name] = c
 	n.n.mtime = time.Now()
-	n.unlock()
 	return n.child(ctx, c, out), 0
 }
 
@@ -525,7 +520,6 @@ func (n *fnode) Link(ctx context.Context, target fs.InodeEmbedder, name string, 
 	}
 	n.n.entries[name] = t.n
 	n.n.mtime = time.Now()
-	n.unlock()
 	return n.child(ctx, t.n, out), 0
 }
 
