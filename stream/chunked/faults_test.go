@@ -96,8 +96,13 @@ func TestHalfDoneDeleteIsFinished(t *testing.T) {
 		if err != nil || slices.Contains(names, "p") {
 			t.Fatalf("List after a half-done delete: %v, %v; want no %q", names, err, "p")
 		}
+		mem := s.(*Store).st.(*MemStorage)
+		puts := mem.RequestStats().Puts
 		if _, err := s.Open(ctx, "p", stream.OpenOptions{Mode: stream.ModeReadOnly}); !errors.Is(err, stream.ErrNotFound) {
 			t.Fatalf("read-only open after a half-done delete: %v, want ErrNotFound", err)
+		}
+		if n := mem.RequestStats().Puts - puts; n != 0 {
+			t.Fatalf("a read-only open made %d puts", n)
 		}
 	})
 	t.Run("open-create-if-missing", func(t *testing.T) {

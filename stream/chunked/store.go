@@ -222,9 +222,12 @@ func (s *Store) Open(ctx context.Context, name string, o stream.OpenOptions) (st
 		if errors.Is(err, errDeleted) {
 			// Deleted meanwhile (maybe recreated), or a Delete that
 			// stopped between its delete manifest and its tombstone:
-			// finish it, so that the name can be created again.
-			if _, ferr := s.finishDelete(ctx, l, n); ferr != nil {
-				return nil, ferr
+			// a read-write open finishes it, so that the name can be
+			// created again (a read-only open writes nothing).
+			if o.Mode == stream.ModeReadWrite {
+				if _, ferr := s.finishDelete(ctx, l, n); ferr != nil {
+					return nil, ferr
+				}
 			}
 			if attempt < 3 {
 				continue
