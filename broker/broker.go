@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -217,22 +218,33 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	b.log = b.log.With("cluster", cfg.Cluster, "epoch", b.epoch)
 	b.pids = &producerIDs{store: cfg.Store, name: b.streamName("__producer_ids")}
 	start := time.Now()
-	if b.catalog, err = openCatalog(ctx, b); err != nil {
-		cancel()
-		return nil, b.startErr(ctx, err)
+	// The committed offsets load while the catalog and its partitions
+	// open: on an object store each open is a chain of requests.
+	offsetsDone := make(chan error, 1)
+	go func() {
+		var err error
+		b.offsets, err = openOffsetStore(ctx, b)
+		offsetsDone <- err
+	}()
+	b.catalog, err = openCatalog(ctx, b)
+	if err == nil {
+		if err = b.catalog.openAll(ctx); err != nil {
+			b.catalog.close()
+		}
 	}
-	if b.offsets, err = openOffsetStore(ctx, b); err != nil {
-		b.catalog.close()
+	if oerr := <-offsetsDone; oerr != nil {
+		if err == nil {
+			b.catalog.close()
+		}
+		err = cmp.Or(err, oerr)
+	} else if err != nil {
+		b.offsets.close()
+	}
+	if err != nil {
 		cancel()
 		return nil, b.startErr(ctx, err)
 	}
 	b.groups = newGroupCoordinator(b)
-	if err := b.catalog.openAll(ctx); err != nil {
-		b.catalog.close()
-		b.offsets.close()
-		cancel()
-		return nil, b.startErr(ctx, err)
-	}
 	b.log.Info("broker took over the cluster", "topics", b.catalog.count(), "driver", cfg.Driver, "took", time.Since(start).Round(time.Millisecond))
 	b.wg.Add(1)
 	go b.watchFence()
