@@ -154,7 +154,8 @@ func (b *Broker) storeFor(name string) (string, stream.Store) {
 	return b.cfg.Driver, b.cfg.Store
 }
 
-// openAll opens every partition of the catalog (a takeover), a few at once.
+// openAll opens every partition of the catalog (a takeover), up to
+// partitionOpens at once.
 func (c *catalog) openAll(ctx context.Context) error {
 	var parts []*partition
 	c.mu.RLock()
@@ -165,8 +166,14 @@ func (c *catalog) openAll(ctx context.Context) error {
 	return openPartitions(ctx, parts)
 }
 
+// partitionOpens bounds the partitions opened at once. An open on an
+// object store is a chain of dependent requests (sharedlog opens a
+// partition's two streams at once), so a takeover's time is about
+// partitions / partitionOpens times one open's.
+const partitionOpens = 32
+
 func openPartitions(ctx context.Context, parts []*partition) error {
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, partitionOpens)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error

@@ -291,6 +291,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	b, err := broker.New(ctx, bcfg)
 	if err != nil {
+		if code := superseded(err, logger, stderr); code != 0 {
+			return code
+		}
 		logger.Error("startup failed", "err", err)
 		fmt.Fprintf(stderr, "strata serve: %v\n", err)
 		return 1
@@ -315,7 +318,25 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 		return 0
+	case <-b.Superseded():
+		return superseded(b.Err(), logger, stderr)
 	}
+}
+
+// exitSuperseded is the exit status of a broker that another broker took
+// over: while it started or while it served.
+const exitSuperseded = 3
+
+// superseded reports a takeover by a newer broker (a *broker.SupersededError)
+// in the operator's words and returns exitSuperseded; 0 for any other err.
+func superseded(err error, logger *slog.Logger, stderr io.Writer) int {
+	var se *broker.SupersededError
+	if !errors.As(err, &se) {
+		return 0
+	}
+	logger.Error("a newer broker took over the cluster; exiting", "cluster", se.Cluster, "epoch", se.Epoch, "newer_epoch", se.Newer, "err", se.Err)
+	fmt.Fprintf(stderr, "strata serve: %v; exiting\n", se)
+	return exitSuperseded
 }
 
 func orDefault(s, d string) string {

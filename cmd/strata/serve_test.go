@@ -486,3 +486,33 @@ func TestServeOnMinIO(t *testing.T) {
 		t.Fatalf("serve exit %d:\n%s", c, e.String())
 	}
 }
+
+// TestServeExitsWhenTakenOver: a broker process that another broker took
+// over (same storage and cluster) exits with status 3 and says so, instead
+// of running on with no partitions and a Metadata answer that names only
+// itself, with no leader.
+func TestServeExitsWhenTakenOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the strata binary: not in -short")
+	}
+	dir := t.TempDir()
+	bin := buildBinary(t, dir, "strata", ".")
+	data := filepath.Join(dir, "data")
+	old := startServe(t, bin, "--data", data, "--listen", freePort(t))
+	startServe(t, bin, "--data", data, "--listen", freePort(t))
+	exited := make(chan error, 1)
+	go func() { exited <- old.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		want := "strata serve: another broker (epoch 2) took over cluster strata; this broker (epoch 1) no longer owns its partitions; exiting"
+		if code != 3 || !strings.Contains(old.stderr.String(), want) {
+			t.Fatalf("the taken-over broker exited with %v (status %d), want status 3 and %q on stderr:\n%s", err, code, want, old.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the taken-over broker still runs 30s after the takeover:\n%s", old.stderr.String())
+	}
+}
