@@ -439,6 +439,12 @@ func (w *writer) run() {
 	for {
 		w.takeIntake()
 		if (w.isClosing || ctxDone == nil) && len(w.queue) == 0 && len(w.pending) == 0 && w.outstanding == 0 {
+			if w.isClosing && ctxDone != nil && w.failed == nil && w.sinceManifest > 0 && w.s.opts.CheckpointChunks > 0 {
+				// A graceful close checkpoints, so that the next open
+				// walks from here instead of over every chunk since the
+				// last manifest (one GET each).
+				w.checkpoint(ctx)
+			}
 			w.closeIntake(w.closedErr())
 			return
 		}
