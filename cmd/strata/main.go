@@ -63,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runSoak(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case driverProcessCommand:
+		return runDriverProcess(args[1:], stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "strata", version)
 		return 0

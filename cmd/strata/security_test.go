@@ -250,14 +250,14 @@ func TestSecretsNeverPrinted(t *testing.T) {
 			checkNoSecret(t, "strata serve", string(out))
 
 			// plugin.Open with a debug-level host logger.
-			drv, err := resolveDriver(ctx, c.driver)
+			drv, err := resolveDriver(c.driver)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var logs lockedBuffer
 			logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			octx, ocancel := context.WithTimeout(ctx, time.Minute)
-			st, err := plugin.Open(octx, drv, []byte(c.config), plugin.WithLogger(logger))
+			st, err := plugin.Open(octx, drv.Path, []byte(c.config), append(drv.options(), plugin.WithLogger(logger))...)
 			ocancel()
 			if err == nil {
 				st.Close()

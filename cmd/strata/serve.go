@@ -374,7 +374,7 @@ func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (stream.
 	if target == "builtin" {
 		target = d.Driver
 	}
-	bin, err := resolveDriver(ctx, target)
+	drv, err := resolveDriver(target)
 	if err != nil {
 		return nil, err
 	}
@@ -384,15 +384,15 @@ func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (stream.
 			return nil, fmt.Errorf("config: %v", err)
 		}
 	}
-	opts := []plugin.Option{plugin.WithLogger(logger.With("driver", d.Name))}
+	opts := append(drv.options(), plugin.WithLogger(logger.With("driver", d.Name)))
 	if d.SHA256 != "" {
 		opts = append(opts, plugin.WithSHA256(d.SHA256))
 	}
-	st, err := plugin.Open(ctx, bin, config, opts...)
+	st, err := plugin.Open(ctx, drv.Path, config, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("loading plugin %s: %w", bin, err)
+		return nil, fmt.Errorf("loading plugin %s: %w", drv, err)
 	}
-	logger.Info("driver loaded", "name", d.Name, "binary", bin, "pinned", d.SHA256 != "", "driver", st.Info().Driver, "version", st.Info().Version)
+	logger.Info("driver loaded", "name", d.Name, "command", drv.String(), "pinned", d.SHA256 != "", "driver", st.Info().Driver, "version", st.Info().Version)
 	return st, nil
 }
 

@@ -30,6 +30,7 @@ type options struct {
 	sha256Err    error
 	logger       *slog.Logger
 	startTimeout time.Duration
+	args         []string
 }
 
 // WithSHA256 pins the driver binary: Start refuses to run it unless the
@@ -47,6 +48,13 @@ func WithSHA256(sum string) Option {
 		}
 		o.sha256 = b
 	}
+}
+
+// WithArgs passes args to the driver binary on its command line. Other
+// users of the machine can read a command line: args must hold no secret
+// (config travels in OpenStore).
+func WithArgs(args ...string) Option {
+	return func(o *options) { o.args = append([]string(nil), args...) }
 }
 
 // WithLogger sets the slog.Logger that receives the driver process's logs
@@ -125,7 +133,7 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
 	}
-	cmd := exec.Command(binary)
+	cmd := exec.Command(binary, o.args...)
 	data, err := newDataPair()
 	if err != nil {
 		o.logger.Warn("strata plugin: no data channel; bulk calls use the go-plugin connection", "error", err)
