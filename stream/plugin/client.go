@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -82,7 +81,7 @@ const exitGrace = 2 * time.Second
 type Client struct {
 	binary string
 	pc     *goplugin.Client
-	cmd    *exec.Cmd
+	proc   *procRunner
 	rpc    streamv1.DriverClient // the go-plugin connection (AutoMTLS)
 	logger *slog.Logger
 
@@ -133,17 +132,21 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
 	}
-	cmd := exec.Command(binary, o.args...)
+	var (
+		env   []string
+		extra []*os.File
+		proc  *procRunner // set by the RunnerFunc once go-plugin starts
+	)
 	data, err := newDataPair()
 	if err != nil {
 		o.logger.Warn("strata plugin: no data channel; bulk calls use the go-plugin connection", "error", err)
 	} else {
-		cmd.Env, cmd.ExtraFiles = data.attach(cmd.Env, cmd.ExtraFiles)
+		env, extra = data.attach(env, extra)
 	}
 	cfg := &goplugin.ClientConfig{
 		HandshakeConfig:  handshake,
 		VersionedPlugins: pluginSets(nil),
-		Cmd:              cmd,
+		RunnerFunc:       runnerFunc(binary, &o, env, extra, &proc),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     timeout,
@@ -154,9 +157,6 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 			grpc.WithReadBufferSize(socketBufferBytes),
 			grpc.WithWriteBufferSize(socketBufferBytes),
 		},
-	}
-	if o.sha256 != nil {
-		cfg.SecureConfig = &goplugin.SecureConfig{Checksum: o.sha256, Hash: sha256.New()}
 	}
 	pc := goplugin.NewClient(cfg)
 
@@ -212,7 +212,7 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 	c := &Client{
 		binary: binary,
 		pc:     pc,
-		cmd:    cmd,
+		proc:   proc,
 		rpc:    rpc,
 		bulk:   rpc,
 		logger: o.logger,
@@ -255,10 +255,11 @@ func (c *Client) watchExit() {
 	for !c.pc.Exited() {
 		<-t.C
 	}
-	// Exited() took go-plugin's lock after its Wait returned, so reading
-	// ProcessState here is ordered after the write.
+	// go-plugin's Wait returned after the runner's, which closed
+	// proc.exited after the process's Wait set ProcessState.
+	<-c.proc.exited()
 	msg := "exited"
-	if ps := c.cmd.ProcessState; ps != nil {
+	if ps := c.proc.cmd.ProcessState; ps != nil {
 		msg = ps.String()
 	}
 	c.exitMsg = msg
@@ -268,10 +269,10 @@ func (c *Client) watchExit() {
 
 // Pid is the driver's process id.
 func (c *Client) Pid() int {
-	if c.cmd.Process == nil {
+	if c.proc.cmd.Process == nil {
 		return 0
 	}
-	return c.cmd.Process.Pid
+	return c.proc.cmd.Process.Pid
 }
 
 // Binary is the path of the driver binary.
@@ -280,18 +281,16 @@ func (c *Client) Binary() string { return c.binary }
 // Exited is closed once the driver process has exited.
 func (c *Client) Exited() <-chan struct{} { return c.exited }
 
-// Kill sends SIGKILL to the driver process and waits until it has exited.
+// Kill sends SIGKILL to the driver process (and its process group) and waits until it has exited.
 // Every pending and later call on its stores and streams fails with
 // stream.ErrUnavailable. It is meant for crash tests; Close is the orderly
 // way to stop a driver.
 func (c *Client) Kill() error {
-	if p := c.cmd.Process; p != nil {
-		if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			select {
-			case <-c.exited:
-			default:
-				return fmt.Errorf("kill driver process %d (%s): %w", c.Pid(), c.binary, err)
-			}
+	if err := c.proc.Kill(context.Background()); err != nil {
+		select {
+		case <-c.exited:
+		default:
+			return fmt.Errorf("kill driver process %d (%s): %w", c.Pid(), c.binary, err)
 		}
 	}
 	<-c.exited
