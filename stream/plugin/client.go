@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -30,6 +31,7 @@ type options struct {
 	logger       *slog.Logger
 	startTimeout time.Duration
 	args         []string
+	restartDelay time.Duration
 }
 
 // WithSHA256 pins the driver binary: Start refuses to run it unless the
@@ -101,6 +103,9 @@ type Client struct {
 	closeOnce sync.Once
 	closeErr  error
 	closed    chan struct{}
+	// diedFirst: the process had exited before Close, so calls keep
+	// failing with ErrUnavailable naming the exit.
+	diedFirst atomic.Bool
 }
 
 // clients is the set of running Clients, for CleanupClients.
@@ -303,6 +308,11 @@ func (c *Client) Kill() error {
 // Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		select {
+		case <-c.exited:
+			c.diedFirst.Store(true)
+		default:
+		}
 		close(c.closed)
 		c.cancel()
 		c.pc.Kill()
@@ -388,6 +398,9 @@ func (c *Client) exitErr(what string) error {
 
 // check fails fast when the Client is closed or its process has exited.
 func (c *Client) check(what string) error {
+	if c.diedFirst.Load() {
+		return c.exitErr(what)
+	}
 	if c.isClosed() {
 		return fmt.Errorf("%w: %s: %s was closed", stream.ErrClosed, what, c.describe())
 	}
