@@ -98,13 +98,7 @@ func TestServeRestartsKilledDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "restart", 2, -1
-	req.Topics = append(req.Topics, rt)
-	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("CreateTopics: %v %+v", err, resp)
-	}
+	createTopic(ctx, t, cl, "restart", 2)
 	pr := startProducer(ctx, cl, "restart", 5)
 	pr.wait(t, 500)
 
@@ -134,6 +128,10 @@ func TestServeRestartsKilledDriver(t *testing.T) {
 		t.Fatalf("driver processes after the restart: %v (killed %d)", now, pids[0])
 	}
 	pr.wait(t, before+500)
+	// The cluster's own streams (catalog, group offsets) live on the
+	// restarted driver too.
+	createTopic(ctx, t, cl, "after-restart", 1)
+	commitOffset(ctx, t, cl, "g-after-restart", "restart", 0, 7)
 	acked := pr.finish(ctx, t, cl)
 	t.Logf("%d records acked in all (%d after the kill)", len(acked), len(acked)-before)
 	consumeAcked(ctx, t, addr, "restart", acked)
@@ -142,4 +140,48 @@ func TestServeRestartsKilledDriver(t *testing.T) {
 	if c := <-done; c != 0 {
 		t.Fatalf("serve exit %d:\n%s", c, serveLog.String())
 	}
+}
+
+// createTopic creates a topic with n partitions through cl.
+func createTopic(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, n int32) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, n, -1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("CreateTopics %s: %v", topic, err)
+	}
+	if c := resp.Topics[0].ErrorCode; c != 0 {
+		t.Fatalf("CreateTopics %s: error %d: %s", topic, c, deref(resp.Topics[0].ErrorMessage))
+	}
+}
+
+// commitOffset commits offset for a group's partition (a simple,
+// memberless commit) and checks that it was accepted.
+func commitOffset(ctx context.Context, t *testing.T, cl *kgo.Client, group, topic string, partition int32, offset int64) {
+	t.Helper()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("OffsetCommit %s: %v", group, err)
+	}
+	if c := resp.Topics[0].Partitions[0].ErrorCode; c != 0 {
+		t.Fatalf("OffsetCommit %s: error %d", group, c)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
