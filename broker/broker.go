@@ -262,9 +262,10 @@ func orDefault[T int | int32 | time.Duration](v *T, def T) {
 // and its node id.
 func (b *Broker) Epoch() int32 { return b.epoch }
 
-// Ready reports whether the broker serves its partitions (false once it was
-// fenced by a newer broker or closed).
-func (b *Broker) Ready() bool { return !b.fenced.Load() && !b.closed.Load() }
+// Ready reports whether the broker serves its partitions: false once it was
+// fenced by a newer broker or closed, and while a driver is down (see
+// DriverHealth).
+func (b *Broker) Ready() bool { return b.notReady() == "" }
 
 // Fenced reports whether a newer broker took over the cluster.
 func (b *Broker) Fenced() bool { return b.fenced.Load() }

@@ -98,6 +98,10 @@ type driverSpec struct {
 	SHA256 string `yaml:"sha256"`
 	// Config is the driver's own config, passed to it as YAML.
 	Config yaml.Node `yaml:"config"`
+	// RestartDelay is how long the broker waits before restarting the
+	// driver's process after it died (default 500ms); failed restarts
+	// double it up to 30s.
+	RestartDelay time.Duration `yaml:"restart_delay"`
 	// AllowNonDurable accepts a driver whose Info says it is not durable or
 	// not shared between processes (the memory driver): for tests only.
 	AllowNonDurable bool `yaml:"allow_non_durable"`
@@ -142,6 +146,9 @@ func parseServeConfig(b []byte) (serveConfig, error) {
 			return c, fmt.Errorf("drivers[%d].name: %q used twice", i, d.Name)
 		}
 		seen[d.Name] = true
+		if d.RestartDelay < 0 {
+			return c, fmt.Errorf("drivers[%d].restart_delay: %s is negative", i, d.RestartDelay)
+		}
 		if d.SHA256 != "" && len(d.SHA256) != 64 {
 			return c, fmt.Errorf("drivers[%d].sha256: want 64 hex digits, got %d characters", i, len(d.SHA256))
 		}
@@ -354,7 +361,8 @@ type loadedStore struct {
 
 // loadStores opens the drivers: the embedded default (nfs in process on
 // dataDir) without a config, else every configured driver through
-// stream/plugin, each checked by its Info.
+// stream/plugin, each checked by its Info. A configured driver's process is
+// supervised: restarted when it dies (plugin.OpenSupervised).
 func loadStores(ctx context.Context, cfg serveConfig, dataDir string, logger *slog.Logger) ([]loadedStore, error) {
 	if len(cfg.Drivers) == 0 {
 		dir, err := filepath.Abs(dataDir)
@@ -395,7 +403,7 @@ func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (stream.
 	if target == "builtin" {
 		target = d.Driver
 	}
-	bin, err := resolveDriver(ctx, target)
+	drv, err := resolveDriver(target)
 	if err != nil {
 		return nil, err
 	}
@@ -405,15 +413,18 @@ func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (stream.
 			return nil, fmt.Errorf("config: %v", err)
 		}
 	}
-	opts := []plugin.Option{plugin.WithLogger(logger.With("driver", d.Name))}
+	opts := append(drv.options(), plugin.WithLogger(logger.With("driver", d.Name)))
 	if d.SHA256 != "" {
 		opts = append(opts, plugin.WithSHA256(d.SHA256))
 	}
-	st, err := plugin.Open(ctx, bin, config, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("loading plugin %s: %w", bin, err)
+	if d.RestartDelay > 0 {
+		opts = append(opts, plugin.WithRestartDelay(d.RestartDelay))
 	}
-	logger.Info("driver loaded", "name", d.Name, "binary", bin, "pinned", d.SHA256 != "", "driver", st.Info().Driver, "version", st.Info().Version)
+	st, err := plugin.OpenSupervised(ctx, drv.Path, config, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("loading plugin %s: %w", drv, err)
+	}
+	logger.Info("driver loaded", "name", d.Name, "command", drv.String(), "pinned", d.SHA256 != "", "driver", st.Info().Driver, "version", st.Info().Version)
 	return st, nil
 }
 
