@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"time"
@@ -107,6 +108,18 @@ func (b *Broker) createTopics(r *kmsg.CreateTopicsRequest, resp *kmsg.CreateTopi
 		st.ErrorCode = code
 		if r.Version >= 1 {
 			st.ErrorMessage = errString(msg)
+		}
+		if r.Version >= 5 {
+			// Never null: the Java Admin client reads the list of every
+			// topic it created (a null one is a NullPointerException).
+			st.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
+			if code == 0 {
+				for _, e := range configEntries(topicConfigs, cfg) {
+					c := kmsg.NewCreateTopicsResponseTopicConfig()
+					c.Name, c.Value, c.Source = e.name, &e.value, int8(e.source)
+					st.Configs = append(st.Configs, c)
+				}
+			}
 		}
 		if worst == 0 {
 			worst = code
@@ -255,22 +268,13 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, resp *kmsg.Desc
 		for _, n := range rr.ConfigNames {
 			want[n] = true
 		}
-		for _, name := range sortedKeys(values) {
-			if len(want) > 0 && !want[name] {
+		for _, e := range configEntries(values, set) {
+			if len(want) > 0 && !want[e.name] {
 				continue
 			}
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
-			c.Name = name
-			v, isSet := set[name]
-			if !isSet {
-				v = values[name]
-				c.IsDefault = true
-				c.Source = kmsg.ConfigSourceDefaultConfig
-			} else {
-				c.Source = kmsg.ConfigSourceDynamicTopicConfig
-			}
-			vv := v
-			c.Value = &vv
+			c.Name, c.Value, c.Source = e.name, &e.value, e.source
+			c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
 			c.ReadOnly = rr.ResourceType == kmsg.ConfigResourceTypeBroker
 			sr.Configs = append(sr.Configs, c)
 		}
@@ -281,6 +285,7 @@ func (b *Broker) describeConfigs(r *kmsg.DescribeConfigsRequest, resp *kmsg.Desc
 func (b *Broker) initProducerID(r *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) int16 {
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
+		// No transaction coordinator (see findCoordinator).
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp.ErrorCode
 	}
@@ -300,21 +305,55 @@ func (b *Broker) initProducerID(r *kmsg.InitProducerIDRequest, resp *kmsg.InitPr
 	return 0
 }
 
-func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest, resp *kmsg.FindCoordinatorResponse) {
-	code := int16(0)
-	if b.fenced.Load() {
-		code = kerr.CoordinatorNotAvailable.Code
-	} else if r.CoordinatorType != 0 {
-		code = kerr.CoordinatorNotAvailable.Code // no transaction coordinator
+// findCoordinator answers FindCoordinator: this broker coordinates every
+// group. There is no transaction coordinator: a transactional id gets
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal (as
+// InitProducerId does), rather than a retriable COORDINATOR_NOT_AVAILABLE
+// they would retry until their own timeout. It returns the worst error
+// code, for metrics.
+func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest, resp *kmsg.FindCoordinatorResponse) int16 {
+	code, msg := int16(0), ""
+	switch {
+	case r.CoordinatorType == 1:
+		code, msg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported by this broker (no transaction coordinator)"
+	case r.CoordinatorType != 0:
+		code, msg = kerr.InvalidRequest.Code, fmt.Sprintf("unknown coordinator type %d", r.CoordinatorType)
+	case b.fenced.Load():
+		code, msg = kerr.CoordinatorNotAvailable.Code, "this broker was fenced by a newer one"
 	}
 	if r.Version >= 4 {
 		for _, k := range r.CoordinatorKeys {
 			resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{
-				Key: k, NodeID: b.nodeID, Host: b.host, Port: b.port, ErrorCode: code})
+				Key: k, NodeID: b.nodeID, Host: b.host, Port: b.port, ErrorCode: code, ErrorMessage: errString(msg)})
 		}
-		return
+		return code
 	}
 	resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = code, b.nodeID, b.host, b.port
+	if r.Version >= 1 {
+		resp.ErrorMessage = errString(msg)
+	}
+	return code
+}
+
+// configEntry is one config of a topic or the broker as answered: its
+// effective value and where that comes from.
+type configEntry struct {
+	name, value string
+	source      kmsg.ConfigSource
+}
+
+// configEntries lists the configs of defaults by name, each with the value
+// set overrides it with (a topic config) or its default.
+func configEntries(defaults, set map[string]string) []configEntry {
+	out := make([]configEntry, 0, len(defaults))
+	for _, name := range sortedKeys(defaults) {
+		e := configEntry{name: name, value: defaults[name], source: kmsg.ConfigSourceDefaultConfig}
+		if v, ok := set[name]; ok {
+			e.value, e.source = v, kmsg.ConfigSourceDynamicTopicConfig
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func sortedKeys(m map[string]string) []string {

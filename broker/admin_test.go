@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -299,5 +300,34 @@ func TestFetchLongPollAndLimits(t *testing.T) {
 	}
 	if len(p1.RecordBatches) != 0 || p1.HighWatermark != 1 || p0.HighWatermark != 2 {
 		t.Fatalf("KIP-74: partition 1 got %d bytes past the response limit; high watermarks %d %d", len(p1.RecordBatches), p0.HighWatermark, p1.HighWatermark)
+	}
+}
+
+// TestCreateTopicsConfigs: a CreateTopics v5+ answer carries each created
+// topic's effective configs (set and default), never a null list, which the
+// Java Admin client dereferences (TestJavaAdmin runs the client itself).
+func TestCreateTopicsConfigs(t *testing.T) {
+	_, addr := startBroker(t, nfsStore(t, ""), nil)
+	cl := newClient(t, addr)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "cfgs", 1, -1
+	c := kmsg.NewCreateTopicsRequestTopicConfig()
+	c.Name, c.Value = "retention.ms", kmsg.StringPtr("3600000")
+	rt.Configs = append(rt.Configs, c)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range resp.Topics[0].Configs {
+		got[c.Name] = fmt.Sprintf("%s/%d", *c.Value, c.Source)
+	}
+	if resp.Topics[0].ErrorCode != 0 || resp.Topics[0].Configs == nil ||
+		got["retention.ms"] != "3600000/1" || got["cleanup.policy"] != "delete/5" {
+		t.Fatalf("CreateTopics v7: error %d, configs %v (nil: %v); want retention.ms=3600000 (topic, 1) and cleanup.policy=delete (default, 5)",
+			resp.Topics[0].ErrorCode, got, resp.Topics[0].Configs == nil)
 	}
 }

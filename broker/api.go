@@ -71,7 +71,7 @@ func (b *Broker) handle(cc *conn, p *pending, req kmsg.Request, resp kmsg.Respon
 		case *kmsg.InitProducerIDRequest:
 			code = b.initProducerID(r, resp.(*kmsg.InitProducerIDResponse))
 		case *kmsg.FindCoordinatorRequest:
-			b.findCoordinator(r, resp.(*kmsg.FindCoordinatorResponse))
+			code = b.findCoordinator(r, resp.(*kmsg.FindCoordinatorResponse))
 		case *kmsg.JoinGroupRequest:
 			code = b.groups.join(cc, r, resp.(*kmsg.JoinGroupResponse))
 		case *kmsg.SyncGroupRequest:

@@ -50,25 +50,93 @@ func BenchmarkKgoNFS(b *testing.B) {
 // BenchmarkKgoMinIO is BenchmarkKgoNFS on the s3 driver against the MinIO
 // testbed (testbed/up minio), under a fresh prefix.
 func BenchmarkKgoMinIO(b *testing.B) {
+	benchBroker(b, minioStore(b, "bench/broker-"+rand.Text()[:10]+"/"))
+}
+
+// minioStore opens the s3 driver on the MinIO testbed (testbed/up minio)
+// under prefix.
+func minioStore(tb testing.TB, prefix string) stream.Store {
+	tb.Helper()
 	env, err := testbed.Env("minio", "STRATA_S3_CONFIG")
 	if err != nil {
-		b.Fatalf("MinIO testbed: %v", err)
+		tb.Fatalf("MinIO testbed: %v", err)
 	}
 	raw, err := os.ReadFile(env["STRATA_S3_CONFIG"])
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	cfg["prefix"] = "bench/broker-" + rand.Text()[:10] + "/"
+	cfg["prefix"] = prefix
 	raw, _ = yaml.Marshal(cfg)
 	st, err := s3.Open(context.Background(), raw)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	benchBroker(b, st)
+	return st
+}
+
+// BenchmarkTakeoverMinIO measures a takeover on the s3 driver against the
+// MinIO testbed: a broker with 24 partitions (4 topics of 6), each with 60
+// appends (60 chunks), is closed ("clean") or abandoned as a crashed
+// broker would be ("crash"), and a new broker, on a store of its own (cold
+// cache, as another process), takes the cluster over. It reports the
+// backend requests New made (ns/op is New's time); run it with
+// -benchtime=1x (each iteration builds a cluster of its own).
+func BenchmarkTakeoverMinIO(b *testing.B) {
+	for _, clean := range []bool{true, false} {
+		name := map[bool]string{true: "clean", false: "crash"}[clean]
+		b.Run(name, func(b *testing.B) {
+			var req stream.RequestStats
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				prefix := "bench/takeover-" + rand.Text()[:10] + "/"
+				st := minioStore(b, prefix)
+				a, addr := startBroker(b, st, nil)
+				cl := newClient(b, addr)
+				for t := 0; t < 4; t++ {
+					topic := fmt.Sprintf("takeover-%d", t)
+					createTopic(b, cl, topic, 6, nil)
+					for r := 0; r < 60; r++ {
+						produceN(b, cl, topic, 12, 100) // about one batch per partition
+					}
+				}
+				cl.Close()
+				if clean {
+					_ = a.Close()
+				}
+				st2 := minioStore(b, prefix)
+				before := backendStats(b, st2)
+				b.StartTimer()
+				nb, err := New(context.Background(), Config{Store: st2, Advertise: "127.0.0.1:1", Logger: testLogger(b)})
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				req = req.Add(backendStats(b, st2).Sub(before))
+				_ = nb.Close()
+				_ = a.Close()
+				_ = st2.Close()
+				_ = st.Close()
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(req.Gets)/n, "GETs/op")
+			b.ReportMetric(float64(req.Puts)/n, "PUTs/op")
+			b.ReportMetric(float64(req.Lists)/n, "LISTs/op")
+		})
+	}
+}
+
+// backendStats reads st's request counts.
+func backendStats(tb testing.TB, st stream.Store) stream.RequestStats {
+	tb.Helper()
+	v, err := st.(stream.StatsReporter).BackendStats(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
 }
 
 // benchBroker runs the max and paced benchmarks on a broker on st.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,6 +122,11 @@ type Broker struct {
 
 	fenced atomic.Bool
 	closed atomic.Bool
+	// superseded is closed, and fencedBy set, once the broker knows it
+	// was fenced (watchFence).
+	superseded chan struct{}
+	fencedBy   *SupersededError
+	fenceKick  chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -192,8 +198,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		host: host, port: int32(port),
-		notify: newNotifier(),
-		ctx:    bctx, cancel: cancel,
+		notify:     newNotifier(),
+		superseded: make(chan struct{}), fenceKick: make(chan struct{}, 1),
+		ctx: bctx, cancel: cancel,
 		fetchMem: newByteBudget(int64(cfg.FetchMemoryBytes)),
 		conns:    map[net.Conn]struct{}{}, perIP: map[string]int{}, lns: map[net.Listener]struct{}{},
 	}
@@ -211,22 +218,33 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	b.log = b.log.With("cluster", cfg.Cluster, "epoch", b.epoch)
 	b.pids = &producerIDs{store: cfg.Store, name: b.streamName("__producer_ids")}
 	start := time.Now()
-	if b.catalog, err = openCatalog(ctx, b); err != nil {
-		cancel()
-		return nil, err
+	// The committed offsets load while the catalog and its partitions
+	// open: on an object store each open is a chain of requests.
+	offsetsDone := make(chan error, 1)
+	go func() {
+		var err error
+		b.offsets, err = openOffsetStore(ctx, b)
+		offsetsDone <- err
+	}()
+	b.catalog, err = openCatalog(ctx, b)
+	if err == nil {
+		if err = b.catalog.openAll(ctx); err != nil {
+			b.catalog.close()
+		}
 	}
-	if b.offsets, err = openOffsetStore(ctx, b); err != nil {
-		b.catalog.close()
+	if oerr := <-offsetsDone; oerr != nil {
+		if err == nil {
+			b.catalog.close()
+		}
+		err = cmp.Or(err, oerr)
+	} else if err != nil {
+		b.offsets.close()
+	}
+	if err != nil {
 		cancel()
-		return nil, err
+		return nil, b.startErr(ctx, err)
 	}
 	b.groups = newGroupCoordinator(b)
-	if err := b.catalog.openAll(ctx); err != nil {
-		b.catalog.close()
-		b.offsets.close()
-		cancel()
-		return nil, err
-	}
 	b.log.Info("broker took over the cluster", "topics", b.catalog.count(), "driver", cfg.Driver, "took", time.Since(start).Round(time.Millisecond))
 	b.wg.Add(1)
 	go b.watchFence()
@@ -244,12 +262,60 @@ func orDefault[T int | int32 | time.Duration](v *T, def T) {
 // and its node id.
 func (b *Broker) Epoch() int32 { return b.epoch }
 
-// Ready reports whether the broker serves its partitions (false once it was
-// fenced by a newer broker or closed).
-func (b *Broker) Ready() bool { return !b.fenced.Load() && !b.closed.Load() }
+// Ready reports whether the broker serves its partitions: false once it was
+// fenced by a newer broker or closed, and while a driver is down (see
+// DriverHealth).
+func (b *Broker) Ready() bool { return b.notReady() == "" }
 
 // Fenced reports whether a newer broker took over the cluster.
 func (b *Broker) Fenced() bool { return b.fenced.Load() }
+
+// Superseded returns a channel that is closed once the broker knows that a
+// newer broker took over the cluster; Err then says which. A fenced broker
+// keeps its listeners (Produce and Fetch answer NOT_LEADER_OR_FOLLOWER,
+// Metadata no leader) until Close: a process should close it and exit, as
+// strata serve does, so that clients go back to their bootstrap address.
+func (b *Broker) Superseded() <-chan struct{} { return b.superseded }
+
+// Err is nil until Superseded is closed, then a *SupersededError.
+func (b *Broker) Err() error {
+	select {
+	case <-b.superseded:
+		return b.fencedBy
+	default:
+		return nil
+	}
+}
+
+// SupersededError says that a newer broker took over the cluster: while
+// this one was starting (New returns it) or while it served (Err).
+type SupersededError struct {
+	// Cluster is the cluster name.
+	Cluster string
+	// Epoch is this broker's epoch.
+	Epoch int32
+	// Newer is the newest broker epoch allocated on the cluster (0 when
+	// the store could not tell).
+	Newer int32
+	// Starting is true when the takeover happened during New.
+	Starting bool
+	// Err is the storage error that showed the fence.
+	Err error
+}
+
+func (e *SupersededError) Error() string {
+	by := "another broker"
+	if e.Newer > e.Epoch {
+		by = fmt.Sprintf("another broker (epoch %d)", e.Newer)
+	}
+	if e.Starting {
+		return fmt.Sprintf("%s took over cluster %s while this broker (epoch %d) was starting", by, e.Cluster, e.Epoch)
+	}
+	return fmt.Sprintf("%s took over cluster %s; this broker (epoch %d) no longer owns its partitions", by, e.Cluster, e.Epoch)
+}
+
+// Unwrap returns the storage error (it matches stream.ErrFenced).
+func (e *SupersededError) Unwrap() error { return e.Err }
 
 // Metrics returns the broker's metrics.
 func (b *Broker) Metrics() *Metrics { return b.metrics }
@@ -261,18 +327,58 @@ func (b *Broker) setFenced(why string) {
 	if b.fenced.CompareAndSwap(false, true) {
 		b.log.Warn("broker fenced: a newer broker owns the cluster; no longer serving partitions", "why", why)
 		b.notify.Broadcast()
+		select {
+		case b.fenceKick <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// isFence reports whether err says a newer owner fenced us.
+func isFence(err error) bool {
+	return err != nil && (errors.Is(err, stream.ErrFenced) || sharedlog.ErrorCode(err) == 74 /* FENCED_LEADER_EPOCH */)
 }
 
 // checkFenced notes err if it says a newer owner fenced us.
 func (b *Broker) checkFenced(err error, where string) {
-	if err != nil && (errors.Is(err, stream.ErrFenced) || sharedlog.ErrorCode(err) == 74 /* FENCED_LEADER_EPOCH */) {
+	if isFence(err) {
 		b.setFenced(where)
 	}
 }
 
+// startErr is the error New returns for err: a *SupersededError when a
+// newer broker took over while this one was starting.
+func (b *Broker) startErr(ctx context.Context, err error) error {
+	if !isFence(err) {
+		return err
+	}
+	newer, _ := b.latestEpoch(ctx)
+	return &SupersededError{Cluster: b.cfg.Cluster, Epoch: b.epoch, Newer: newer, Starting: true, Err: err}
+}
+
+// latestEpoch reads the newest broker epoch allocated on the cluster (0
+// when the store cannot open streams read-only).
+func (b *Broker) latestEpoch(ctx context.Context) (int32, error) {
+	if !b.cfg.Store.Info().ReadOnlyOpen {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := b.cfg.Store.Open(ctx, b.streamName("__brokers"), stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	// A read-only session's NextOffset is as of its last fetch.
+	if _, err := s.Fetch(ctx, s.StartOffset(), stream.NoEnd, 1); err != nil {
+		return 0, err
+	}
+	return int32(min(s.NextOffset(), 1<<31-1)), nil
+}
+
 // watchFence polls the broker-epoch stream: a later allocation means a newer
-// broker took over.
+// broker took over. Once fenced (by the poll or by a write), it learns the
+// newest epoch and closes superseded.
 func (b *Broker) watchFence() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.FenceCheckInterval)
@@ -282,24 +388,17 @@ func (b *Broker) watchFence() {
 		case <-b.ctx.Done():
 			return
 		case <-t.C:
+		case <-b.fenceKick:
+		}
+		newer, err := b.latestEpoch(b.ctx)
+		if err == nil && newer > b.epoch {
+			b.setFenced(fmt.Sprintf("broker epoch %d allocated", newer))
 		}
 		if b.fenced.Load() {
-			continue
+			b.fencedBy = &SupersededError{Cluster: b.cfg.Cluster, Epoch: b.epoch, Newer: newer, Err: stream.ErrFenced}
+			close(b.superseded)
+			return
 		}
-		if !b.cfg.Store.Info().ReadOnlyOpen {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-		s, err := b.cfg.Store.Open(ctx, b.streamName("__brokers"), stream.OpenOptions{Mode: stream.ModeReadOnly})
-		if err == nil {
-			// A read-only session's NextOffset is as of its last fetch.
-			_, _ = s.Fetch(ctx, s.StartOffset(), stream.NoEnd, 1)
-			if s.NextOffset() > int64(b.epoch) {
-				b.setFenced(fmt.Sprintf("broker epoch %d allocated", s.NextOffset()))
-			}
-			_ = s.Close()
-		}
-		cancel()
 	}
 }
 

@@ -70,9 +70,9 @@ func openCatalog(ctx context.Context, b *Broker) (*catalog, error) {
 	}
 	c := &catalog{b: b, s: s, topics: map[string]*topic{}}
 	err = readStream(ctx, s, func(payload []byte) error {
-		var r catalogRecord
-		if err := json.Unmarshal(payload, &r); err != nil {
-			return fmt.Errorf("decoding catalog record: %v: %w", err, stream.ErrCorrupt)
+		r, err := decodeCatalogRecord(payload)
+		if err != nil {
+			return err
 		}
 		return c.apply(r)
 	})
@@ -83,9 +83,23 @@ func openCatalog(ctx context.Context, b *Broker) (*catalog, error) {
 	return c, nil
 }
 
+func decodeCatalogRecord(payload []byte) (catalogRecord, error) {
+	var r catalogRecord
+	if err := json.Unmarshal(payload, &r); err != nil {
+		return r, fmt.Errorf("decoding catalog record: %v: %w", err, stream.ErrCorrupt)
+	}
+	return r, nil
+}
+
 // readStream calls fn with every batch payload of s, in order.
 func readStream(ctx context.Context, s stream.Stream, fn func([]byte) error) error {
-	for off := s.StartOffset(); off < s.NextOffset(); {
+	return readStreamFrom(ctx, s, s.StartOffset(), func(bt stream.Batch) error { return fn(bt.Payload) })
+}
+
+// readStreamFrom calls fn with every batch of s from offset from (a batch
+// boundary) to its NextOffset, in order.
+func readStreamFrom(ctx context.Context, s stream.Stream, from int64, fn func(stream.Batch) error) error {
+	for off := from; off < s.NextOffset(); {
 		bs, err := s.Fetch(ctx, off, stream.NoEnd, 0)
 		if err != nil {
 			return err
@@ -94,11 +108,38 @@ func readStream(ctx context.Context, s stream.Stream, fn func([]byte) error) err
 			break
 		}
 		for _, bt := range bs {
-			if err := fn(bt.Payload); err != nil {
+			if err := fn(bt); err != nil {
 				return fmt.Errorf("%s offset %d: %w", s.Name(), bt.BaseOffset, err)
 			}
 			off = bt.EndOffset()
 		}
+	}
+	return nil
+}
+
+// replay applies a catalog record read back after the catalog stream was
+// reopened (an append whose outcome was unknown) and opens the partitions
+// it added.
+func (c *catalog) replay(payload []byte) error {
+	r, err := decodeCatalogRecord(payload)
+	if err != nil {
+		return err
+	}
+	if err := c.apply(r); err != nil {
+		return err
+	}
+	if t := c.lookup(r.Name); t != nil && r.Op != "delete" {
+		var closed []*partition
+		c.mu.RLock()
+		for _, p := range t.parts {
+			p.mu.Lock()
+			if p.log == nil && !p.reopening {
+				closed = append(closed, p)
+			}
+			p.mu.Unlock()
+		}
+		c.mu.RUnlock()
+		_ = openPartitions(c.b.ctx, closed)
 	}
 	return nil
 }
@@ -154,7 +195,8 @@ func (b *Broker) storeFor(name string) (string, stream.Store) {
 	return b.cfg.Driver, b.cfg.Store
 }
 
-// openAll opens every partition of the catalog (a takeover), a few at once.
+// openAll opens every partition of the catalog (a takeover), up to
+// partitionOpens at once.
 func (c *catalog) openAll(ctx context.Context) error {
 	var parts []*partition
 	c.mu.RLock()
@@ -165,8 +207,14 @@ func (c *catalog) openAll(ctx context.Context) error {
 	return openPartitions(ctx, parts)
 }
 
+// partitionOpens bounds the partitions opened at once. An open on an
+// object store is a chain of dependent requests (sharedlog opens a
+// partition's two streams at once), so a takeover's time is about
+// partitions / partitionOpens times one open's.
+const partitionOpens = 32
+
 func openPartitions(ctx context.Context, parts []*partition) error {
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, partitionOpens)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
@@ -400,7 +448,7 @@ func (c *catalog) appendRecord(ctx context.Context, r catalogRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = stream.Append(ctx, c.s, stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload})
+	_, err = c.b.appendCluster(ctx, &c.s, payload, c.replay)
 	if err != nil {
 		c.b.checkFenced(err, "catalog append")
 		return fmt.Errorf("broker: writing the topic catalog (%s %s): %w", r.Op, r.Name, err)

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,5 +241,34 @@ func TestTakeoverFencesOldBroker(t *testing.T) {
 		if string(r.val) == "late" {
 			t.Fatalf("a record the fenced broker did not ack was consumed")
 		}
+	}
+}
+
+// TestKgoTransactionsRefused: a franz-go transactional producer fails at
+// once with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (there is no transaction
+// coordinator) instead of retrying FindCoordinator until its context ends,
+// and the metrics count those FindCoordinator answers under that error.
+func TestKgoTransactionsRefused(t *testing.T) {
+	b, addr := startBroker(t, nfsStore(t, ""), nil)
+	admin := newClient(t, addr)
+	createTopic(t, admin, "txn", 1, nil)
+	cl := newClient(t, addr, kgo.TransactionalID("strata-kgo-txn"), kgo.DefaultProduceTopic("txn"))
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := cl.BeginTransaction()
+	if err == nil {
+		err = cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr()
+	}
+	took := time.Since(start)
+	if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || took > 20*time.Second {
+		t.Fatalf("transactional produce: %v after %v; want TRANSACTIONAL_ID_AUTHORIZATION_FAILED within 20s", err, took.Round(time.Millisecond))
+	}
+	var m strings.Builder
+	if _, err := b.Metrics().WriteTo(&m); err != nil {
+		t.Fatal(err)
+	}
+	if want := `strata_broker_requests_total{api="FindCoordinator",error="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}`; !strings.Contains(m.String(), want) {
+		t.Errorf("metrics lack %s:\n%s", want, m.String())
 	}
 }

@@ -12,12 +12,14 @@ import (
 //
 //	/metrics   Prometheus text format
 //	/healthz   200 while the process runs
-//	/readyz    200 while the broker serves its partitions, 503 once fenced or closed
+//	/readyz    200 while the broker serves its partitions; 503 once fenced or
+//	           closed, and while a driver is down (DriverHealth)
 func (b *Broker) Handler() http.Handler {
 	b.metrics.mu.Lock()
 	b.metrics.ready = b.Ready
 	b.metrics.epoch = b.Epoch
 	b.metrics.backend = b.backendStats
+	b.metrics.drivers = b.driverHealth
 	b.metrics.mu.Unlock()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
@@ -28,14 +30,11 @@ func (b *Broker) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case b.closed.Load():
-			http.Error(w, "closed", http.StatusServiceUnavailable)
-		case b.fenced.Load():
-			http.Error(w, "fenced by a newer broker of the cluster", http.StatusServiceUnavailable)
-		default:
-			fmt.Fprintf(w, "ready: cluster %s epoch %d\n", b.cfg.Cluster, b.epoch)
+		if why := b.notReady(); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
 		}
+		fmt.Fprintf(w, "ready: cluster %s epoch %d\n", b.cfg.Cluster, b.epoch)
 	})
 	return mux
 }
@@ -44,26 +43,12 @@ func (b *Broker) Handler() http.Handler {
 // them (stream.StatsReporter), by driver name; a store that does not count
 // or does not answer in time is left out.
 func (b *Broker) backendStats(ctx context.Context) map[string]stream.RequestStats {
-	type named struct {
-		driver string
-		store  stream.Store
-	}
-	stores := []named{{b.cfg.Driver, b.cfg.Store}}
-	for _, r := range b.cfg.Routes {
-		d := r.Driver
-		if d == "" && r.Store != nil {
-			d = r.Store.Info().Driver
-		}
-		stores = append(stores, named{d, r.Store})
-	}
-	seen := map[stream.Store]bool{}
 	out := map[string]stream.RequestStats{}
-	for _, n := range stores {
+	for _, n := range b.namedStores() {
 		r, ok := n.store.(stream.StatsReporter)
-		if !ok || seen[n.store] {
+		if !ok {
 			continue
 		}
-		seen[n.store] = true
 		v, err := r.BackendStats(ctx)
 		if err != nil {
 			continue

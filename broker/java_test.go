@@ -7,54 +7,25 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestJavaClient runs the Apache Kafka Java client (kafka-clients 3.9.1
+// TestJavaClient runs the Apache Kafka Java client (kafka-clients 4.3.1
 // from Maven Central, see testdata/java) against the broker: a producer
 // with default settings (idempotent, acks=all) and a consumer group.
 // It needs java, javac and mvn; the jars are cached in ~/.m2.
 func TestJavaClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("Java client: not in -short")
-	}
-	for _, tool := range []string{"java", "javac", "mvn"} {
-		requireTool(t, tool, "JDK 17 and Maven")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	work := t.TempDir()
-	for _, f := range []string{"pom.xml", "StrataClientCheck.java"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "java", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(work, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run := func(name string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir = work
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%s %s: %v\n%s\n%s", name, strings.Join(args, " "), err, out.String(), errb.String())
-		}
-		return out.String()
-	}
-	run("mvn", "-q", "-B", "dependency:copy-dependencies", "-DoutputDirectory=lib")
-	run("javac", "-cp", "lib/*", "StrataClientCheck.java")
-
+	java := javaClient(t)
 	st := nfsStore(t, "")
 	_, addr := startBroker(t, st, nil)
 	cl := newClient(t, addr)
 	createTopic(t, cl, "java", 3, nil)
 	const n = 2000
-	out := run("java", "-cp", "lib/*:.", "StrataClientCheck", addr, "java", fmt.Sprint(n), "java-group")
+	out := java("StrataClientCheck", addr, "java", fmt.Sprint(n), "java-group")
 
 	seen := map[string]bool{}
 	last := map[string]int64{}
@@ -81,6 +52,100 @@ func TestJavaClient(t *testing.T) {
 	// The group committed the end of every partition.
 	if total := committedSum(t, cl, "java-group"); total != n {
 		t.Fatalf("java-group committed offsets sum to %d, want %d", total, n)
+	}
+}
+
+// TestJavaAdmin runs the Java client's Admin: createTopics (one topic with
+// a config, whose effective configs the response carries), listTopics,
+// describeTopics, deleteTopics, and createTopics of an existing topic.
+func TestJavaAdmin(t *testing.T) {
+	java := javaClient(t)
+	_, addr := startBroker(t, nfsStore(t, ""), nil)
+	out := java("StrataAdminCheck", "admin", addr, "jadm")
+	want := []string{
+		"created jadm-a 3 jadm-b 1",
+		"created-config jadm-b retention.ms=3600000",
+		"listed jadm-a,jadm-b",
+		"described jadm-a 3 0:1,1:1,2:1",
+		"described jadm-b 1 0:1",
+		"deleted jadm-a listed jadm-b",
+		"create-existing TopicExistsException",
+	}
+	if got := strings.Split(strings.TrimSpace(out), "\n"); !slices.Equal(got, want) {
+		t.Fatalf("StrataAdminCheck admin printed\n%s\nwant\n%s", out, strings.Join(want, "\n"))
+	}
+}
+
+// TestJavaTransactionsRefused: a transactional Java producer's
+// initTransactions fails at once with TransactionalIdAuthorizationException
+// (the broker has no transaction coordinator), not after max.block.ms (60 s)
+// of COORDINATOR_NOT_AVAILABLE retries.
+func TestJavaTransactionsRefused(t *testing.T) {
+	java := javaClient(t)
+	_, addr := startBroker(t, nfsStore(t, ""), nil)
+	out := strings.TrimSpace(java("StrataAdminCheck", "txn", addr, "jtxn"))
+	var name, took string
+	if _, err := fmt.Sscanf(out, "txn-error %s %s", &name, &took); err != nil {
+		t.Fatalf("StrataAdminCheck txn printed %q: want a txn-error line", out)
+	}
+	ms, err := strconv.Atoi(strings.TrimSuffix(took, "ms"))
+	if err != nil {
+		t.Fatalf("StrataAdminCheck txn printed %q", out)
+	}
+	if name != "TransactionalIdAuthorizationException" || ms > 20000 {
+		t.Fatalf("initTransactions: %s after %d ms (%q); want TransactionalIdAuthorizationException within 20 s", name, ms, out)
+	}
+	t.Logf("%s", out)
+}
+
+// javaClient compiles the Java programs of testdata/java against the Kafka
+// client jars (Maven Central, cached in ~/.m2) once per test and returns a
+// function that runs one of them with args and returns its stdout. It
+// needs java, javac and mvn.
+func javaClient(t *testing.T) func(class string, args ...string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("Java client: not in -short")
+	}
+	for _, tool := range []string{"java", "javac", "mvn"} {
+		requireTool(t, tool, "JDK 17 and Maven")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	work := t.TempDir()
+	files, err := filepath.Glob(filepath.Join("testdata", "java", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(f, ".java") {
+			sources = append(sources, filepath.Base(f))
+		}
+	}
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = work
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s %s: %v\n%s\n%s", name, strings.Join(args, " "), err, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	run("mvn", "-q", "-B", "dependency:copy-dependencies", "-DoutputDirectory=lib")
+	run("javac", append([]string{"-cp", "lib/*"}, sources...)...)
+	return func(class string, args ...string) string {
+		t.Helper()
+		return run("java", append([]string{"-cp", "lib/*:.", class}, args...)...)
 	}
 }
 

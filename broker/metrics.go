@@ -34,6 +34,8 @@ type Metrics struct {
 	epoch func() int32
 	// backend reads the stores' backend request counts, by driver name.
 	backend func(context.Context) map[string]stream.RequestStats
+	// drivers reads the health of the drivers that report it.
+	drivers func() []driverStatus
 }
 
 // NewMetrics returns empty metrics.
@@ -171,10 +173,13 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 		if m.ready() {
 			r = 1
 		}
-		p("# HELP strata_broker_ready 1 when the broker serves its partitions (not fenced, not closed).\n# TYPE strata_broker_ready gauge\nstrata_broker_ready %d\n", r)
+		p("# HELP strata_broker_ready 1 when the broker serves its partitions (not fenced, not closed, no driver down).\n# TYPE strata_broker_ready gauge\nstrata_broker_ready %d\n", r)
 	}
 	if m.epoch != nil {
 		p("# HELP strata_broker_epoch The broker epoch (leader epoch of its partitions).\n# TYPE strata_broker_epoch gauge\nstrata_broker_epoch %d\n", m.epoch())
+	}
+	if m.drivers != nil {
+		writeDrivers(p, m.drivers())
 	}
 	writeBackend(p, stats)
 	return cw.n, cw.err
@@ -184,6 +189,25 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 // exposition time (a driver process that does not answer costs a scrape
 // this long and leaves those series out).
 const backendStatsTimeout = 2 * time.Second
+
+// writeDrivers writes the health of the drivers that report it.
+func writeDrivers(p func(string, ...any), ds []driverStatus) {
+	if len(ds) == 0 {
+		return
+	}
+	p("# HELP strata_driver_up 1 while the driver serves its store, 0 while its process is down (being restarted).\n# TYPE strata_driver_up gauge\n")
+	for _, d := range ds {
+		up := 0
+		if d.up {
+			up = 1
+		}
+		p("strata_driver_up{driver=%q} %d\n", d.name, up)
+	}
+	p("# HELP strata_driver_restarts_total Times the driver process was restarted after it died.\n# TYPE strata_driver_restarts_total counter\n")
+	for _, d := range ds {
+		p("strata_driver_restarts_total{driver=%q} %d\n", d.name, d.restarts)
+	}
+}
 
 // writeBackend writes the stores' backend request counts (what a cloud
 // bill is made of), by driver name.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -48,15 +47,7 @@ func openOffsetStore(ctx context.Context, b *Broker) (*offsetStore, error) {
 		return nil, fmt.Errorf("broker: opening the group offsets %s on %s: %w", name, b.cfg.Driver, err)
 	}
 	o := &offsetStore{b: b, s: s, groups: map[string]map[tp]committed{}}
-	err = readStream(ctx, s, func(payload []byte) error {
-		var cs []committed
-		if err := json.Unmarshal(payload, &cs); err != nil {
-			return fmt.Errorf("decoding committed offsets: %v: %w", err, stream.ErrCorrupt)
-		}
-		o.apply(cs)
-		o.batches++
-		return nil
-	})
+	err = readStream(ctx, s, o.replay)
 	if err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("broker: reading the group offsets %s on %s: %w", name, b.cfg.Driver, err)
@@ -99,7 +90,7 @@ func (o *offsetStore) compactLocked(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		res, err := stream.Append(ctx, o.s, stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload})
+		res, err := o.b.appendCluster(ctx, &o.s, payload, o.replay)
 		if err != nil {
 			o.b.checkFenced(err, "offsets snapshot")
 			return fmt.Errorf("broker: writing the offsets snapshot to %s: %w", o.s.Name(), err)
@@ -115,6 +106,18 @@ func (o *offsetStore) compactLocked(ctx context.Context) error {
 	}
 	o.b.log.Info("group offsets compacted", "stream", o.s.Name(), "offsets", len(state), "start", first)
 	o.batches = chunks
+	return nil
+}
+
+// replay applies one batch of the offsets stream: at takeover, and after
+// the stream was reopened (an append whose outcome was unknown).
+func (o *offsetStore) replay(payload []byte) error {
+	var cs []committed
+	if err := json.Unmarshal(payload, &cs); err != nil {
+		return fmt.Errorf("decoding committed offsets: %v: %w", err, stream.ErrCorrupt)
+	}
+	o.apply(cs)
+	o.batches++
 	return nil
 }
 
@@ -146,7 +149,7 @@ func (o *offsetStore) commit(ctx context.Context, cs []committed) error {
 	}
 	o.commitMu.Lock()
 	defer o.commitMu.Unlock()
-	if _, err := stream.Append(ctx, o.s, stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload}); err != nil {
+	if _, err := o.b.appendCluster(ctx, &o.s, payload, o.replay); err != nil {
 		o.b.checkFenced(err, "offset commit")
 		return fmt.Errorf("broker: committing offsets of group %s to %s: %w", cs[0].Group, o.s.Name(), err)
 	}

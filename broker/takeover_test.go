@@ -3,6 +3,7 @@ package broker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/stratastream/strata/stream"
 )
 
 // TestGroupConsumerSurvivesTakeover: a group consumer reading through broker
@@ -103,4 +106,74 @@ func checkConsumedSet(t *testing.T, acked, got []record) {
 		ordered = append(ordered, rs...)
 	}
 	checkConsumed(t, acked, ordered)
+}
+
+// raceStore runs before() once, just before the first Open of the stream
+// named at, then opens it: another broker's whole start between this
+// broker's epoch allocation and its catalog open.
+type raceStore struct {
+	stream.Store
+	at     string
+	once   sync.Once
+	before func()
+}
+
+func (s *raceStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
+	if name == s.at {
+		s.once.Do(s.before)
+	}
+	return s.Store.Open(ctx, name, o)
+}
+
+// TestStartLostToNewerBroker: a broker that loses a simultaneous start (a
+// newer broker allocated the next epoch and opened the catalog first) fails
+// New with a *SupersededError that says so in an operator's words, and the
+// newer broker serves.
+func TestStartLostToNewerBroker(t *testing.T) {
+	dir := t.TempDir()
+	var winner *Broker
+	st := &raceStore{Store: nfsStore(t, dir), at: "strata/__topics", before: func() {
+		var err error
+		winner, err = New(context.Background(), Config{Store: nfsStore(t, dir), Advertise: "127.0.0.1:1", Logger: testLogger(t)})
+		if err != nil {
+			t.Errorf("the newer broker's New: %v", err)
+		}
+	}}
+	_, err := New(context.Background(), Config{Store: st, Advertise: "127.0.0.1:1", Logger: testLogger(t)})
+	if winner != nil {
+		defer winner.Close()
+	}
+	var se *SupersededError
+	if !errors.As(err, &se) || !errors.Is(err, stream.ErrFenced) {
+		t.Fatalf("New that lost the start: %v; want a *SupersededError matching stream.ErrFenced", err)
+	}
+	if want := "another broker (epoch 2) took over cluster strata while this broker (epoch 1) was starting"; err.Error() != want {
+		t.Fatalf("New that lost the start: %q, want %q", err.Error(), want)
+	}
+	if winner == nil || winner.Epoch() != 2 || !winner.Ready() {
+		t.Fatalf("the newer broker does not serve")
+	}
+}
+
+// TestSupersededAfterTakeover: a broker taken over while it serves closes
+// Superseded, and Err names the newer broker's epoch.
+func TestSupersededAfterTakeover(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := startBroker(t, nfsStore(t, dir), nil)
+	if a.Err() != nil {
+		t.Fatalf("Err before a takeover: %v", a.Err())
+	}
+	b, _ := startBroker(t, nfsStore(t, dir), nil)
+	select {
+	case <-a.Superseded():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the old broker did not see the takeover within 30s")
+	}
+	var se *SupersededError
+	if err := a.Err(); !errors.As(err, &se) || se.Newer != b.Epoch() || se.Epoch != a.Epoch() || se.Starting {
+		t.Fatalf("Err after the takeover: %#v", err)
+	}
+	if want := "another broker (epoch 2) took over cluster strata; this broker (epoch 1) no longer owns its partitions"; a.Err().Error() != want {
+		t.Fatalf("Err: %q, want %q", a.Err(), want)
+	}
 }

@@ -1,8 +1,11 @@
 package sharedlog_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,6 +63,35 @@ func TestBackgroundWork(t *testing.T) {
 		}
 		if err := l2.Close(); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestBackgroundStopsWhenFenced: once a newer owner opened the partition,
+// the old owner's background goroutine logs the fence once and stops,
+// rather than logging a skipped checkpoint every CheckpointInterval for as
+// long as the process runs.
+func TestBackgroundStopsWhenFenced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New(memory.Config{Namespace: fmt.Sprintf("background-%d", nsSeq.Add(1))})
+		defer store.Close()
+		var logs bytes.Buffer // read once Close stopped the writer
+		old, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 1, CheckpointInterval: time.Minute,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		newer, err := sharedlog.Open(ctx, store, "p", sharedlog.Options{Epoch: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Minute)
+		synctest.Wait()
+		_ = old.Close()
+		_ = newer.Close()
+		if n := strings.Count(logs.String(), "newer owner"); n != 1 {
+			t.Errorf("the fenced log wrote %d lines about the newer owner in 30 checkpoint intervals, want 1:\n%s", n, logs.String())
 		}
 	})
 }

@@ -90,14 +90,8 @@ func Open(ctx context.Context, store stream.Store, partition string, opts Option
 	if err != nil {
 		return nil, &Error{Code: kerr.InvalidRequest.Code, Partition: partition, Op: "open", Err: err}
 	}
-	so := stream.OpenOptions{Epoch: uint64(o.Epoch), CreateIfMissing: true}
-	meta, err := store.Open(ctx, partition+MetaSuffix, so)
+	meta, data, err := openStreams(ctx, store, partition, stream.OpenOptions{Epoch: uint64(o.Epoch), CreateIfMissing: true})
 	if err != nil {
-		return nil, openErr(partition, o.Epoch, err)
-	}
-	data, err := store.Open(ctx, partition+DataSuffix, so)
-	if err != nil {
-		_ = meta.Close()
 		return nil, openErr(partition, o.Epoch, err)
 	}
 	lctx, abort := context.WithCancel(context.Background())
@@ -119,6 +113,30 @@ func Open(ctx context.Context, store stream.Store, partition string, opts Option
 	go l.collect()
 	go l.background()
 	return l, nil
+}
+
+// openStreams opens the metadata and data streams of partition at once
+// (an open on an object store is a dozen sequential requests or more; the
+// two are independent), and closes the one that opened if the other fails.
+func openStreams(ctx context.Context, store stream.Store, partition string, so stream.OpenOptions) (meta, data stream.Stream, err error) {
+	var derr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		data, derr = store.Open(ctx, partition+DataSuffix, so)
+	}()
+	meta, err = store.Open(ctx, partition+MetaSuffix, so)
+	<-done
+	if err == nil && derr == nil {
+		return meta, data, nil
+	}
+	if err == nil {
+		_ = meta.Close()
+	}
+	if derr == nil {
+		_ = data.Close()
+	}
+	return nil, nil, cmp.Or(err, derr)
 }
 
 func openErr(partition string, epoch int32, err error) error {

@@ -52,7 +52,9 @@ func (l *Log) trim(ctx context.Context, offset int64) error {
 	return nil
 }
 
-// background applies retention and writes checkpoints until Close.
+// background applies retention and writes checkpoints until Close, or
+// until a newer owner fenced the log: then it logs that once and stops (a
+// fenced log can write nothing more).
 func (l *Log) background() {
 	defer close(l.bgEnd)
 	retention := time.NewTicker(l.opts.RetentionCheckInterval)
@@ -60,30 +62,34 @@ func (l *Log) background() {
 	ckpt := time.NewTicker(l.opts.CheckpointInterval)
 	defer ckpt.Stop()
 	for {
+		var err error
 		select {
 		case <-l.stop:
 			return
 		case <-retention.C:
-			if err := l.ApplyRetention(l.ctx); err != nil {
+			if err = l.ApplyRetention(l.ctx); err != nil && !errors.Is(err, stream.ErrFenced) {
 				l.opts.Logger.Warn("sharedlog: retention failed", "partition", l.name, "err", err)
 			}
 		case <-ckpt.C:
-			l.backgroundCheckpoint()
+			err = l.backgroundCheckpoint()
 		case <-l.kick:
-			l.backgroundCheckpoint()
+			err = l.backgroundCheckpoint()
+		}
+		if errors.Is(err, stream.ErrFenced) {
+			l.opts.Logger.Info("sharedlog: a newer owner holds the partition; background checkpoints and retention stop", "partition", l.name, "err", err)
+			return
 		}
 	}
 }
 
-func (l *Log) backgroundCheckpoint() {
+func (l *Log) backgroundCheckpoint() error {
 	err := l.Checkpoint(l.ctx)
 	switch {
-	case err == nil, errors.Is(err, context.Canceled):
-	case errors.Is(err, stream.ErrFenced):
-		l.opts.Logger.Info("sharedlog: checkpoint skipped: a newer owner holds the partition", "partition", l.name, "err", err)
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, stream.ErrFenced):
 	default:
 		l.opts.Logger.Warn("sharedlog: checkpoint failed", "partition", l.name, "err", err)
 	}
+	return err
 }
 
 // ApplyRetention deletes the oldest batches beyond RetentionTime and

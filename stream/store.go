@@ -45,7 +45,10 @@ type Store interface {
 	// Open opens a stream. A read-write open fences every older session.
 	Open(ctx context.Context, name string, opts OpenOptions) (Stream, error)
 	// Delete removes the stream and all its data; open sessions on it are
-	// fenced. ErrNotFound if it does not exist.
+	// fenced. ErrNotFound if it does not exist. A session opened before
+	// the Delete may still answer a Fetch with batches of the deleted
+	// stream that it holds (cached, or below what it knows): what it
+	// returns is stale, never wrong, and a Fetch past what it knows fails.
 	Delete(ctx context.Context, name string) error
 	// List returns the names of the streams that start with prefix, sorted.
 	List(ctx context.Context, prefix string) ([]string, error)

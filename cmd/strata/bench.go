@@ -247,11 +247,11 @@ func runBenchConfig(ctx context.Context, c bench.Config, driver string, baseConf
 			defer st.Close()
 			t.Storage = st
 		case c.OutOfProcess:
-			bin, err := resolveDriver(ctx, driver)
+			drv, err := resolveDriver(driver)
 			if err != nil {
 				return bench.Result{}, err
 			}
-			store, err := plugin.Open(ctx, bin, config)
+			store, err := plugin.Open(ctx, drv.Path, config, drv.options()...)
 			if err != nil {
 				return bench.Result{}, fmt.Errorf("driver %s: %w", driver, err)
 			}

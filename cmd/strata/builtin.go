@@ -1,67 +1,79 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/stratastream/strata/stream/plugin"
 )
 
 // builtinDrivers are the project's own drivers, by name.
 var builtinDrivers = []string{"memory", "nfs", "s3", "azure", "hdfs"}
 
 func isBuiltin(name string) bool {
-	for _, b := range builtinDrivers {
-		if b == name {
-			return true
-		}
-	}
-	return false
+	_, ok := inProcessOpeners[name]
+	return ok
 }
 
-// resolveDriver turns a --driver argument into the path of a plugin binary.
-// A path (anything with a '/') must name an executable file. A built-in
-// name is built on demand from the Strata source tree (found from the working
-// directory or $STRATA_SRC) into the cache, so it always matches the source;
-// without a source tree it is looked up as strata-driver-NAME on
-// $STRATA_PLUGIN_DIR and next to this executable.
-func resolveDriver(ctx context.Context, nameOrPath string) (string, error) {
-	if strings.ContainsRune(nameOrPath, '/') || !isBuiltin(nameOrPath) {
-		p := nameOrPath
-		if !strings.ContainsRune(p, '/') {
-			if found, ok := findPluginBinary(p); ok {
-				return found, nil
+// driverProcessCommand is the hidden subcommand under which this executable
+// serves a built-in driver out of process: `strata driver-process NAME`.
+const driverProcessCommand = "driver-process"
+
+// driverCommand is how a driver process is started: a plugin binary, or
+// this executable serving a built-in driver.
+type driverCommand struct {
+	// Path is the executable (a plugin binary or this strata executable).
+	Path string
+	// Args follow Path on the command line (the built-in's name); they
+	// hold no config.
+	Args []string
+}
+
+// options are the plugin options that start the command.
+func (d driverCommand) options() []plugin.Option {
+	if len(d.Args) == 0 {
+		return nil
+	}
+	return []plugin.Option{plugin.WithArgs(d.Args...)}
+}
+
+// String is the command line, for reports and logs.
+func (d driverCommand) String() string {
+	return strings.Join(append([]string{d.Path}, d.Args...), " ")
+}
+
+// resolveDriver turns a --driver argument into a driver command. A path
+// (anything with a '/') must name an executable file. A built-in name runs
+// this executable as `strata driver-process NAME`: built-in drivers are
+// the code installed with strata, never compiled at run time. Another name
+// is looked up as an executable on $STRATA_PLUGIN_DIR and next to this
+// executable.
+func resolveDriver(nameOrPath string) (driverCommand, error) {
+	if !strings.ContainsRune(nameOrPath, '/') {
+		if isBuiltin(nameOrPath) {
+			exe, err := os.Executable()
+			if err != nil {
+				return driverCommand{}, fmt.Errorf("built-in driver %s: locating the strata executable: %w", nameOrPath, err)
 			}
-			return "", fmt.Errorf("driver %q is neither a built-in (%s) nor a path to a plugin binary", p, strings.Join(builtinDrivers, ", "))
+			return driverCommand{Path: exe, Args: []string{driverProcessCommand, nameOrPath}}, nil
 		}
-		st, err := os.Stat(p)
-		if err != nil {
-			return "", fmt.Errorf("driver binary %s: %w", p, err)
+		if found, ok := findPluginBinary(nameOrPath); ok {
+			return driverCommand{Path: found}, nil
 		}
-		if st.IsDir() || st.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("driver binary %s is not an executable file", p)
-		}
-		return filepath.Abs(p)
+		return driverCommand{}, fmt.Errorf("driver %q is neither a built-in (%s) nor a path to a plugin binary", nameOrPath, strings.Join(builtinDrivers, ", "))
 	}
-	bin := "strata-driver-" + nameOrPath
-	if src, ok := sourceRoot(); ok {
-		out := filepath.Join(cacheDir(), "bin", bin)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./drivers/"+nameOrPath+"/cmd/"+bin)
-		cmd.Dir = src
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("building built-in driver %s in %s: %v\n%s", nameOrPath, src, err, stderr.String())
-		}
-		return out, nil
+	st, err := os.Stat(nameOrPath)
+	if err != nil {
+		return driverCommand{}, fmt.Errorf("driver binary %s: %w", nameOrPath, err)
 	}
-	if found, ok := findPluginBinary(bin); ok {
-		return found, nil
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return driverCommand{}, fmt.Errorf("driver binary %s is not an executable file", nameOrPath)
 	}
-	return "", fmt.Errorf("built-in driver %s: no Strata source tree to build it from (run inside the checkout or set STRATA_SRC) and no %s on $STRATA_PLUGIN_DIR or next to %s", nameOrPath, bin, os.Args[0])
+	p, err := filepath.Abs(nameOrPath)
+	return driverCommand{Path: p}, err
 }
 
 // findPluginBinary looks for an executable named name on $STRATA_PLUGIN_DIR
@@ -83,37 +95,14 @@ func findPluginBinary(name string) (string, bool) {
 	return "", false
 }
 
-// sourceRoot finds the Strata module root: $STRATA_SRC, or the working
-// directory or one of its parents.
-func sourceRoot() (string, bool) {
-	var starts []string
-	if s := os.Getenv("STRATA_SRC"); s != "" {
-		starts = append(starts, s)
+// runDriverProcess implements the hidden `strata driver-process NAME`: it
+// serves the built-in driver NAME to the host that started this process
+// (plugin.Serve), and is what resolveDriver starts for a built-in.
+func runDriverProcess(args []string, stderr io.Writer) int {
+	if len(args) != 1 || !isBuiltin(args[0]) {
+		fmt.Fprintf(stderr, "strata %s: want one built-in driver name (%s)\n", driverProcessCommand, strings.Join(builtinDrivers, ", "))
+		return 2
 	}
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	for _, dir := range starts {
-		for d := dir; ; d = filepath.Dir(d) {
-			if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module github.com/stratastream/strata\n")) {
-				return d, true
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return "", false
-}
-
-// cacheDir is where built plugin binaries go: $STRATA_CACHE or the user's
-// cache directory.
-func cacheDir() string {
-	if d := os.Getenv("STRATA_CACHE"); d != "" {
-		return d
-	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "strata")
-	}
-	return filepath.Join(os.TempDir(), "strata-cache")
+	plugin.Serve(inProcessOpeners[args[0]])
+	return 0
 }

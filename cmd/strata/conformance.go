@@ -136,11 +136,11 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	defer plugin.CleanupClients()
-	bin, err := resolveDriver(ctx, *driver)
+	drv, err := resolveDriver(*driver)
 	if err != nil {
 		return bad("%v", err)
 	}
-	h, info, err := conformance.PluginHarness(ctx, bin, config, plugin.WithLogger(logger))
+	h, info, err := conformance.PluginHarness(ctx, drv.Path, config, append(drv.options(), plugin.WithLogger(logger))...)
 	if err != nil {
 		return bad("driver %s: %v", *driver, err)
 	}
@@ -159,7 +159,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	h.Seed = conformance.ResolveSeed(*seed)
 
 	fmt.Fprintf(stderr, "strata conformance: driver %s %s (%s), out of process%s, suite %s, %d cases, seed %d\n",
-		info.Driver, info.Version, bin, layer, *suite, len(plan), h.Seed)
+		info.Driver, info.Version, drv, layer, *suite, len(plan), h.Seed)
 	rep := reportJSON{Driver: *driver, OutOfProcess: true, Suite: *suite, Cases: []caseJSON{}}
 	var results []conformance.Result
 	runID := fmt.Sprintf("cli%d", time.Now().UnixNano()%1e9)

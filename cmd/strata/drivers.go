@@ -43,12 +43,12 @@ func runDrivers(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var entries []driverEntry
 	for _, name := range builtinDrivers {
 		e := driverEntry{Name: name, Builtin: true}
-		bin, err := resolveDriver(ctx, name)
+		drv, err := resolveDriver(name)
 		if err != nil {
 			e.Error = err.Error()
 		} else {
-			e.Binary = bin
-			describeDriver(ctx, &e)
+			e.Binary = drv.String()
+			describeDriver(ctx, &e, drv)
 		}
 		entries = append(entries, e)
 	}
@@ -57,7 +57,7 @@ func runDrivers(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			matches, _ := filepath.Glob(filepath.Join(d, "strata-driver-*"))
 			for _, bin := range matches {
 				e := driverEntry{Name: strings.TrimPrefix(filepath.Base(bin), "strata-driver-"), Binary: bin}
-				describeDriver(ctx, &e)
+				describeDriver(ctx, &e, driverCommand{Path: bin})
 				entries = append(entries, e)
 			}
 		}
@@ -90,8 +90,8 @@ func runDrivers(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
-// describeDriver launches e.Binary and fills in e.Info or e.Error.
-func describeDriver(ctx context.Context, e *driverEntry) {
+// describeDriver launches drv and fills in e.Info or e.Error.
+func describeDriver(ctx context.Context, e *driverEntry, drv driverCommand) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	config, note, cleanup, err := driverConfig(e.Name)
@@ -102,7 +102,7 @@ func describeDriver(ctx context.Context, e *driverEntry) {
 	}
 	e.Config = note
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := plugin.Start(ctx, e.Binary, plugin.WithLogger(quiet))
+	c, err := plugin.Start(ctx, drv.Path, append(drv.options(), plugin.WithLogger(quiet))...)
 	if err != nil {
 		e.Error = err.Error()
 		return

@@ -6,22 +6,20 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 func TestDriversJSON(t *testing.T) {
 	ctx := context.Background()
-	mem, err := resolveDriver(ctx, "memory")
+	mem, err := resolveDriver("memory")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	// A renamed copy of a real driver, and a binary that is not a driver.
-	data, err := os.ReadFile(mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "strata-driver-vendor"), data, 0o755); err != nil {
+	// A wrapper of a real driver, and a binary that is not a driver.
+	wrapper := "#!/bin/sh\nexec '" + mem.Path + "' " + strings.Join(mem.Args, " ") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "strata-driver-vendor"), []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "strata-driver-bogus"), []byte("#!/bin/sh\necho hello\n"), 0o755); err != nil {

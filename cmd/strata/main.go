@@ -17,6 +17,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/stratastream/strata/internal/redact"
 )
 
 // version is the CLI's version string.
@@ -47,7 +49,12 @@ func main() {
 
 // run dispatches a command line and returns the exit code: 0 success, 1 a
 // check failed, 2 bad usage or input.
+//
+// Everything it prints passes through redact.Writer: no URL password from a
+// config (an s3 endpoint http://user:password@host) reaches the output, an
+// error or a log line of any command.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	stdout, stderr = redact.Writer(stdout), redact.Writer(stderr)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -63,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runSoak(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case driverProcessCommand:
+		return runDriverProcess(args[1:], stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "strata", version)
 		return 0

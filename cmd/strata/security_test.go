@@ -27,6 +27,7 @@ const (
 	s3TokenMarker     = "S3TOKENMARKERdo-not-print-2b8e1d"
 	azureMarkerPlain  = "AZUREKEYMARKER-do-not-print-5c1e"
 	azureMarkerSASTok = "sv=2030&sig=AZURESASMARKERdonotprint"
+	urlPasswordMarker = "URLPASSWORDMARKER-do-not-print-9d4a"
 )
 
 // azureKeyMarker is the marker account key (an account key is base64).
@@ -34,7 +35,7 @@ var azureKeyMarker = base64.StdEncoding.EncodeToString([]byte(azureMarkerPlain))
 
 // secretMarkers are the strings TestSecretsNeverPrinted looks for.
 func secretMarkers() []string {
-	return []string{s3SecretMarker, s3TokenMarker, azureKeyMarker, azureMarkerPlain, azureMarkerSASTok}
+	return []string{s3SecretMarker, s3TokenMarker, azureKeyMarker, azureMarkerPlain, azureMarkerSASTok, urlPasswordMarker}
 }
 
 // closedEndpoint returns an address nothing listens on.
@@ -73,6 +74,16 @@ credentials:
 timeouts: {connect: 1s, request: 2s, operation: 3s}
 retry: {max_attempts: 1}
 `, dead, s3SecretMarker, s3TokenMarker), dead},
+		{"s3 endpoint with a password closed port", "s3", fmt.Sprintf(`bucket: strata-secret-test
+endpoint: http://AKIDSECRETTEST:%s@%s
+region: us-east-1
+path_style: true
+timeouts: {connect: 1s, request: 2s, operation: 3s}
+retry: {max_attempts: 1}
+`, urlPasswordMarker, dead), dead},
+		{"s3 endpoint with a password not http", "s3", fmt.Sprintf(`bucket: strata-secret-test
+endpoint: ftp://AKIDSECRETTEST:%s@%s
+`, urlPasswordMarker, dead), "endpoint"},
 		{"s3 malformed", "s3", fmt.Sprintf(`bucket: strata-secret-test
 endpoint: http://%s
 credentials: "AKIDSECRETTEST:%s"
@@ -250,14 +261,14 @@ func TestSecretsNeverPrinted(t *testing.T) {
 			checkNoSecret(t, "strata serve", string(out))
 
 			// plugin.Open with a debug-level host logger.
-			drv, err := resolveDriver(ctx, c.driver)
+			drv, err := resolveDriver(c.driver)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var logs lockedBuffer
 			logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			octx, ocancel := context.WithTimeout(ctx, time.Minute)
-			st, err := plugin.Open(octx, drv, []byte(c.config), plugin.WithLogger(logger))
+			st, err := plugin.Open(octx, drv.Path, []byte(c.config), append(drv.options(), plugin.WithLogger(logger))...)
 			ocancel()
 			if err == nil {
 				st.Close()

@@ -101,6 +101,10 @@ type driverSpec struct {
 	SHA256 string `yaml:"sha256"`
 	// Config is the driver's own config, passed to it as YAML.
 	Config yaml.Node `yaml:"config"`
+	// RestartDelay is how long the broker waits before restarting the
+	// driver's process after it died (default 500ms); failed restarts
+	// double it up to 30s.
+	RestartDelay time.Duration `yaml:"restart_delay"`
 	// AllowNonDurable accepts a driver whose Info says it is not durable or
 	// not shared between processes (the memory driver): for tests only.
 	AllowNonDurable bool `yaml:"allow_non_durable"`
@@ -147,6 +151,9 @@ func parseServeConfig(b []byte) (serveConfig, error) {
 			return c, fmt.Errorf("drivers[%d].name: %q used twice", i, d.Name)
 		}
 		seen[d.Name] = true
+		if d.RestartDelay < 0 {
+			return c, fmt.Errorf("drivers[%d].restart_delay: %s is negative", i, d.RestartDelay)
+		}
 		if d.SHA256 != "" && len(d.SHA256) != 64 {
 			return c, fmt.Errorf("drivers[%d].sha256: want 64 hex digits, got %d characters", i, len(d.SHA256))
 		}
@@ -296,6 +303,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	b, err := broker.New(ctx, bcfg)
 	if err != nil {
+		if code := superseded(err, logger, stderr); code != 0 {
+			return code
+		}
 		logger.Error("startup failed", "err", err)
 		fmt.Fprintf(stderr, "strata serve: %v\n", err)
 		return 1
@@ -320,7 +330,25 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 		return 0
+	case <-b.Superseded():
+		return superseded(b.Err(), logger, stderr)
 	}
+}
+
+// exitSuperseded is the exit status of a broker that another broker took
+// over: while it started or while it served.
+const exitSuperseded = 3
+
+// superseded reports a takeover by a newer broker (a *broker.SupersededError)
+// in the operator's words and returns exitSuperseded; 0 for any other err.
+func superseded(err error, logger *slog.Logger, stderr io.Writer) int {
+	var se *broker.SupersededError
+	if !errors.As(err, &se) {
+		return 0
+	}
+	logger.Error("a newer broker took over the cluster; exiting", "cluster", se.Cluster, "epoch", se.Epoch, "newer_epoch", se.Newer, "err", se.Err)
+	fmt.Fprintf(stderr, "strata serve: %v; exiting\n", se)
+	return exitSuperseded
 }
 
 func orDefault(s, d string) string {
@@ -338,7 +366,8 @@ type loadedStore struct {
 
 // loadStores opens the drivers: the embedded default (nfs in process on
 // dataDir) without a config, else every configured driver through
-// stream/plugin, each checked by its Info.
+// stream/plugin, each checked by its Info. A configured driver's process is
+// supervised: restarted when it dies (plugin.OpenSupervised).
 func loadStores(ctx context.Context, cfg serveConfig, dataDir string, logger *slog.Logger) ([]loadedStore, error) {
 	if len(cfg.Drivers) == 0 {
 		dir, err := filepath.Abs(dataDir)
@@ -391,7 +420,7 @@ func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (stream.
 	if target == "builtin" {
 		target = d.Driver
 	}
-	bin, err := resolveDriver(ctx, target)
+	drv, err := resolveDriver(target)
 	if err != nil {
 		return nil, err
 	}
@@ -401,15 +430,18 @@ func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (stream.
 			return nil, fmt.Errorf("config: %v", err)
 		}
 	}
-	opts := []plugin.Option{plugin.WithLogger(logger.With("driver", d.Name))}
+	opts := append(drv.options(), plugin.WithLogger(logger.With("driver", d.Name)))
 	if d.SHA256 != "" {
 		opts = append(opts, plugin.WithSHA256(d.SHA256))
 	}
-	st, err := plugin.Open(ctx, bin, config, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("loading plugin %s: %w", bin, err)
+	if d.RestartDelay > 0 {
+		opts = append(opts, plugin.WithRestartDelay(d.RestartDelay))
 	}
-	logger.Info("driver loaded", "name", d.Name, "binary", bin, "pinned", d.SHA256 != "", "driver", st.Info().Driver, "version", st.Info().Version)
+	st, err := plugin.OpenSupervised(ctx, drv.Path, config, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("loading plugin %s: %w", drv, err)
+	}
+	logger.Info("driver loaded", "name", d.Name, "command", drv.String(), "pinned", d.SHA256 != "", "driver", st.Info().Driver, "version", st.Info().Version)
 	return st, nil
 }
 

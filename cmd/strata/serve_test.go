@@ -107,69 +107,103 @@ func TestServeFailoverKill9(t *testing.T) {
 		t.Fatalf("CreateTopics: %v %+v", err, resp)
 	}
 
-	var mu sync.Mutex
-	acked := map[string]int32{} // value -> partition
-	var failed []error
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+	pr := startProducer(ctx, cl, "failover", 7)
+	pr.wait(t, 3000)
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p1.cmd.Wait()
+	before := pr.n()
+	t.Logf("killed broker 1 (SIGKILL) with %d records acked", before)
+	time.Sleep(300 * time.Millisecond)
+	startServe(t, bin, "--data", data, "--listen", addr)
+	pr.wait(t, before+3000)
+	acked := pr.finish(ctx, t, cl)
+	t.Logf("producer resumed: %d records acked in all (%d after the restart)", len(acked), len(acked)-before)
+	consumeAcked(ctx, t, addr, "failover", acked)
+}
+
+// ackedProducer produces records rec-NNNNNNN (keys i mod k) to a topic
+// until finish, keeping which were acked on which partition.
+type ackedProducer struct {
+	mu     sync.Mutex
+	acked  map[string]int32 // value -> partition
+	failed []error
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func startProducer(ctx context.Context, cl *kgo.Client, topic string, keys int) *ackedProducer {
+	p := &ackedProducer{acked: map[string]int32{}, stop: make(chan struct{})}
+	p.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer p.wg.Done()
 		for i := 0; ; i++ {
 			select {
-			case <-stop:
+			case <-p.stop:
 				return
 			default:
 			}
 			v := fmt.Sprintf("rec-%07d", i)
-			cl.Produce(ctx, &kgo.Record{Topic: "failover", Key: []byte(fmt.Sprint(i % 7)), Value: []byte(v)}, func(r *kgo.Record, err error) {
-				mu.Lock()
-				defer mu.Unlock()
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint(i % keys)), Value: []byte(v)}, func(r *kgo.Record, err error) {
+				p.mu.Lock()
+				defer p.mu.Unlock()
 				if err != nil {
-					failed = append(failed, err)
+					p.failed = append(p.failed, err)
 					return
 				}
-				acked[string(r.Value)] = r.Partition
+				p.acked[string(r.Value)] = r.Partition
 			})
 			if i%50 == 0 {
 				time.Sleep(2 * time.Millisecond)
 			}
 		}
 	}()
-	nAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	waitAcked := func(k int) {
-		deadline := time.Now().Add(2 * time.Minute)
-		for nAcked() < k {
-			if time.Now().After(deadline) {
-				t.Fatalf("only %d records acked, waiting for %d", nAcked(), k)
-			}
-			time.Sleep(10 * time.Millisecond)
+	return p
+}
+
+// n is how many records were acked.
+func (p *ackedProducer) n() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.acked)
+}
+
+// wait waits until k records were acked.
+func (p *ackedProducer) wait(t *testing.T, k int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for p.n() < k {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d records acked, waiting for %d", p.n(), k)
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	waitAcked(3000)
-	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = p1.cmd.Wait()
-	before := nAcked()
-	t.Logf("killed broker 1 (SIGKILL) with %d records acked", before)
-	time.Sleep(300 * time.Millisecond)
-	startServe(t, bin, "--data", data, "--listen", addr)
-	waitAcked(before + 3000)
-	close(stop)
-	wg.Wait()
+}
+
+// finish stops producing, flushes and returns the acked records; any
+// failed produce fails the test.
+func (p *ackedProducer) finish(ctx context.Context, t *testing.T, cl *kgo.Client) map[string]int32 {
+	t.Helper()
+	close(p.stop)
+	p.wg.Wait()
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	if len(failed) > 0 {
-		t.Fatalf("%d produces failed, first: %v", len(failed), failed[0])
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.failed) > 0 {
+		t.Fatalf("%d produces failed, first: %v", len(p.failed), p.failed[0])
 	}
-	total := len(acked)
-	mu.Unlock()
-	t.Logf("producer resumed: %d records acked in all (%d after the restart)", total, total-before)
+	return p.acked
+}
 
-	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("failover"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+// consumeAcked reads topic from the start through the broker at addr and
+// checks that every acked record is there exactly once, on its partition,
+// in order per partition.
+func consumeAcked(ctx context.Context, t *testing.T, addr, topic string, acked map[string]int32) {
+	t.Helper()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +212,10 @@ func TestServeFailoverKill9(t *testing.T) {
 	last := map[int32]string{}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for len(seen) < total {
+	for len(seen) < len(acked) {
 		fs := cons.PollFetches(cctx)
 		if cctx.Err() != nil {
-			t.Fatalf("consumed %d distinct records of %d acked", len(seen), total)
+			t.Fatalf("consumed %d distinct records of %d acked", len(seen), len(acked))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			v := string(r.Value)
@@ -484,5 +518,35 @@ func TestServeOnMinIO(t *testing.T) {
 	cancel()
 	if c := <-done; c != 0 {
 		t.Fatalf("serve exit %d:\n%s", c, e.String())
+	}
+}
+
+// TestServeExitsWhenTakenOver: a broker process that another broker took
+// over (same storage and cluster) exits with status 3 and says so, instead
+// of running on with no partitions and a Metadata answer that names only
+// itself, with no leader.
+func TestServeExitsWhenTakenOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the strata binary: not in -short")
+	}
+	dir := t.TempDir()
+	bin := buildBinary(t, dir, "strata", ".")
+	data := filepath.Join(dir, "data")
+	old := startServe(t, bin, "--data", data, "--listen", freePort(t))
+	startServe(t, bin, "--data", data, "--listen", freePort(t))
+	exited := make(chan error, 1)
+	go func() { exited <- old.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		want := "strata serve: another broker (epoch 2) took over cluster strata; this broker (epoch 1) no longer owns its partitions; exiting"
+		if code != 3 || !strings.Contains(old.stderr.String(), want) {
+			t.Fatalf("the taken-over broker exited with %v (status %d), want status 3 and %q on stderr:\n%s", err, code, want, old.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the taken-over broker still runs 30s after the takeover:\n%s", old.stderr.String())
 	}
 }

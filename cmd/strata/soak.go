@@ -117,11 +117,13 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("%v", err)
 	}
 	opener := inProcessOpeners[*driver]
-	var bin string
+	var bin *driverCommand
 	if *outOfProc {
-		if bin, err = resolveDriver(ctx, *driver); err != nil {
+		drv, err := resolveDriver(*driver)
+		if err != nil {
 			return bad("%v", err)
 		}
+		bin = &drv
 	}
 	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	hs := &soakHosts{config: config, opener: opener, bin: bin, logger: quiet, clients: map[int]*plugin.Client{}}
@@ -257,7 +259,7 @@ func soakConfig(driver, path string, stderr io.Writer) ([]byte, func(), error) {
 type soakHosts struct {
 	config []byte
 	opener stream.Opener
-	bin    string
+	bin    *driverCommand // nil: in process
 	logger *slog.Logger
 
 	mu      sync.Mutex
@@ -273,14 +275,14 @@ func (h *soakHosts) newStore(ctx context.Context, i int) (stream.Store, error) {
 		return unclosedStore{shared}, nil
 	}
 	var st stream.Store
-	if h.bin == "" {
+	if h.bin == nil {
 		s, err := h.opener(ctx, h.config)
 		if err != nil {
 			return nil, err
 		}
 		st = s
 	} else {
-		c, err := plugin.Start(ctx, h.bin, plugin.WithLogger(h.logger))
+		c, err := plugin.Start(ctx, h.bin.Path, append(h.bin.options(), plugin.WithLogger(h.logger))...)
 		if err != nil {
 			return nil, err
 		}

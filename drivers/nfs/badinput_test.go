@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -231,7 +233,9 @@ func dirNames(t *testing.T, dir string) []string {
 
 // TestTornTempCleanup: opening a Storage removes the temp files of dead
 // processes of this host at once and anyone's older than temp_max_age, and
-// keeps the rest (a live writer's put in progress).
+// keeps the rest (a live writer's put in progress) and every file whose
+// name is not a temp name of this driver, however old (with root "/",
+// tmp/ is /tmp).
 func TestTornTempCleanup(t *testing.T) {
 	root := freshRoot(t)
 	st, err := openStorage(t.Context(), configFor(root))
@@ -251,7 +255,8 @@ func TestTornTempCleanup(t *testing.T) {
 		"otherhost.1-" + strconv.Itoa(dead.Process.Pid) + "-dd-1.tmp": true,  // another host: only by age
 		"otherhost.1-77-ee-1.tmp":                                     false, // another host, old
 		"garbage":                                                     true,  // recent, unparsable
-		"oldgarbage":                                                  false, // old, unparsable
+		"oldgarbage":                                                  true,  // old, not a temp name: not ours
+		"report-2024-q1-draft.tmp":                                    true,  // old, not a temp name: not ours
 	}
 	old := time.Now().Add(-2 * time.Hour)
 	for name := range files {
@@ -259,7 +264,7 @@ func TestTornTempCleanup(t *testing.T) {
 		if err := os.WriteFile(path, []byte("torn"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if name == "otherhost.1-77-ee-1.tmp" || name == "oldgarbage" {
+		if name == "otherhost.1-77-ee-1.tmp" || name == "oldgarbage" || name == "report-2024-q1-draft.tmp" {
 			if err := os.Chtimes(path, old, old); err != nil {
 				t.Fatal(err)
 			}
@@ -300,5 +305,127 @@ func TestTornTempCleanup(t *testing.T) {
 	keys, err := st2.List(t.Context(), "", "", 0)
 	if err != nil || !slices.Equal(keys, []string{"s/c/1"}) {
 		t.Fatalf("List = %q, %v; want only s/c/1 (temp files never show)", keys, err)
+	}
+}
+
+// TestTempCleanupNeverFollowsSymlinks: a tmp/ that is a symlink out of the
+// root, and symlinks inside tmp/ named like temp files, lead the cleanup
+// nowhere: nothing outside the root is removed.
+func TestTempCleanupNeverFollowsSymlinks(t *testing.T) {
+	outside := t.TempDir()
+	old := time.Now().Add(-2 * time.Hour)
+	write := func(path string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("not the store's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tempName := "otherhost.1-77-ee-1.tmp" // a temp name of another host, old: torn if it were in tmp/
+	victims := []string{filepath.Join(outside, tempName), filepath.Join(outside, "notes.txt")}
+	for _, v := range victims {
+		write(v)
+	}
+
+	// tmp/ itself a symlink to the outside directory.
+	root := freshRoot(t)
+	if err := os.Symlink(outside, filepath.Join(root, tmpDir)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStorage(t.Context(), configFor(root))
+	if err == nil {
+		st.Close()
+	}
+	// A symlink in tmp/, named like a torn temp file, to a file outside.
+	root2 := freshRoot(t)
+	if err := os.MkdirAll(filepath.Join(root2, tmpDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root2, tmpDir, tempName)
+	if err := os.Symlink(victims[0], link); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := openStorage(t.Context(), configFor(root2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2.Close()
+	for _, v := range victims {
+		if _, err := os.Stat(v); err != nil {
+			t.Errorf("%s outside the root after the temp cleanup: %v", v, err)
+		}
+	}
+}
+
+// TestCreatedModes: the files and directories the Storage creates (the
+// root with create_root, objects/, tmp/, key directories, object files)
+// have file_mode and dir_mode, private by default (0600, 0700), with the
+// process umask applied on top.
+func TestCreatedModes(t *testing.T) {
+	umask := syscall.Umask(0)
+	syscall.Umask(umask)
+	for _, c := range []struct {
+		extra     []string
+		file, dir fs.FileMode
+	}{
+		{nil, 0o600, 0o700},
+		{[]string{`file_mode: "0640"`, `dir_mode: "0750"`}, 0o640, 0o750},
+	} {
+		root := filepath.Join(freshRoot(t), "new", "root")
+		st, err := openStorage(t.Context(), configFor(root, append([]string{"create_root: true"}, c.extra...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutIfAbsent(t.Context(), "a.stream/inc/c/1", []byte("record")); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		want := func(path string, mode fs.FileMode) {
+			t.Helper()
+			fi, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fi.Mode().Perm(), mode&^fs.FileMode(umask); got != want {
+				t.Errorf("%s: mode %v, want %v (%v)", path, got, want, c.extra)
+			}
+		}
+		want(filepath.Join(root, keyPath("a.stream/inc/c/1")), c.file)
+		for _, d := range []string{"", objectsDir, tmpDir} {
+			want(filepath.Join(root, d), c.dir)
+		}
+		for d := filepath.Dir(keyPath("a.stream/inc/c/1")); d != objectsDir; d = filepath.Dir(d) {
+			want(filepath.Join(root, d), c.dir) // the key's directories
+		}
+		want(filepath.Dir(root), c.dir) // made by create_root too
+	}
+}
+
+// TestCreateRootIsDurable: every directory create_root makes is durable:
+// the parent of each (up to the first that existed) is fsynced after it,
+// or a power loss can drop the whole root with every acked record in it
+// (a FUSE layer that keeps only what was fsynced lost 935 acked records
+// that way).
+func TestCreateRootIsDurable(t *testing.T) {
+	base := freshRoot(t)
+	root := filepath.Join(base, "a", "b", "data")
+	var mu sync.Mutex
+	synced := map[string]bool{}
+	hook := func(dir string) { mu.Lock(); synced[dir] = true; mu.Unlock() }
+	syncDirHook.Store(&hook)
+	defer syncDirHook.Store(nil)
+	st, err := openStorage(t.Context(), configFor(root, "create_root: true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, dir := range []string{base, filepath.Join(base, "a"), filepath.Join(base, "a", "b"), root} {
+		if !synced[dir] {
+			t.Errorf("%s: not fsynced after a directory was made in it (synced: %v)", dir, slices.Sorted(maps.Keys(synced)))
+		}
 	}
 }

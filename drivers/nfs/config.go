@@ -3,10 +3,12 @@ package nfs
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +27,8 @@ import (
 //	fsync: true              # fsync files and directories (default true)
 //	temp_max_age: 1h         # temp files older than this are torn: removed
 //	direct_io: true          # write the bulk of large puts with O_DIRECT (default: as fsync)
+//	file_mode: "0600"        # permissions of the files it creates (octal; default 0600)
+//	dir_mode: "0700"         # permissions of the directories it creates (octal; default 0700)
 //	linger: 0s               # engine: group-commit wait
 //	max_chunk_bytes: 4194304 # engine: group-commit byte threshold
 //	max_inflight_chunks: 4   # engine: chunk puts in flight per stream
@@ -57,6 +61,14 @@ type Config struct {
 	// DirectIO off. Durability is the same either way: the temp file is
 	// fsynced before it is linked.
 	DirectIO *bool `yaml:"direct_io"`
+	// FileMode is the permission bits of every file the Storage creates
+	// (default 0600: only the owner reads records), DirMode those of every
+	// directory it creates, the root with CreateRoot included (default
+	// 0700). Octal, as a string ("0640") or "0o640"; at most 0777. The
+	// process umask applies on top, as to any file created. Files and
+	// directories that exist keep their modes.
+	FileMode Perm `yaml:"file_mode"`
+	DirMode  Perm `yaml:"dir_mode"`
 
 	// Linger is the engine's group-commit wait (chunked.Options.Linger).
 	Linger time.Duration `yaml:"linger"`
@@ -76,6 +88,32 @@ type Config struct {
 
 // DefaultTempMaxAge is Config.TempMaxAge's default.
 const DefaultTempMaxAge = time.Hour
+
+// Defaults of Config.FileMode and Config.DirMode: private to the owner.
+const (
+	DefaultFileMode Perm = 0o600
+	DefaultDirMode  Perm = 0o700
+)
+
+// Perm is a set of permission bits (0 to 0777), written in octal in a
+// config: "0600", "0o600" or 600. 0 in a Config means the default.
+type Perm uint32
+
+// UnmarshalYAML implements yaml.Unmarshaler: the value is octal.
+func (p *Perm) UnmarshalYAML(n *yaml.Node) error {
+	v := strings.TrimPrefix(strings.TrimPrefix(n.Value, "0o"), "0O")
+	m, err := strconv.ParseUint(v, 8, 32)
+	if n.Kind != yaml.ScalarNode || err != nil || m == 0 || m > 0o777 {
+		return fmt.Errorf("%q is not a permission mode in octal, 0001 to 0777 (as \"0600\")", n.Value)
+	}
+	*p = Perm(m)
+	return nil
+}
+
+func (p Perm) String() string { return fmt.Sprintf("%#o", uint32(p)) }
+
+// mode is p as an fs.FileMode.
+func (p Perm) mode() fs.FileMode { return fs.FileMode(p) & fs.ModePerm }
 
 // ParseConfig parses and validates a YAML or JSON config, or a file://
 // URL, and applies the defaults. Errors wrap stream.ErrInvalidArgument and
@@ -148,6 +186,10 @@ func (c Config) validate() error {
 		return bad("root", "contains a NUL byte")
 	case c.TempMaxAge < 0:
 		return bad("temp_max_age", "%v is negative", c.TempMaxAge)
+	case c.FileMode > 0o777:
+		return bad("file_mode", "%v has bits beyond 0777", c.FileMode)
+	case c.DirMode > 0o777:
+		return bad("dir_mode", "%v has bits beyond 0777", c.DirMode)
 	}
 	return c.engine().Validate(driverName, "")
 }
@@ -172,6 +214,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TempMaxAge == 0 {
 		c.TempMaxAge = DefaultTempMaxAge
+	}
+	if c.FileMode == 0 {
+		c.FileMode = DefaultFileMode
+	}
+	if c.DirMode == 0 {
+		c.DirMode = DefaultDirMode
 	}
 	return c
 }

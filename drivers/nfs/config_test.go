@@ -131,3 +131,26 @@ func FuzzKeyPath(f *testing.F) {
 		}
 	})
 }
+
+func TestParseModes(t *testing.T) {
+	c, err := ParseConfig([]byte("root: /x"))
+	if err != nil || c.FileMode != 0o600 || c.DirMode != 0o700 {
+		t.Fatalf("default modes: %v %v, %v; want 0600 0700", c.FileMode, c.DirMode, err)
+	}
+	for _, config := range []string{
+		"root: /x\nfile_mode: \"0640\"\ndir_mode: \"0o750\"",
+		`{"root": "/x", "file_mode": "640", "dir_mode": "0750"}`,
+		"file:///x?file_mode=0640&dir_mode=0750",
+	} {
+		c, err := ParseConfig([]byte(config))
+		if err != nil || c.FileMode != 0o640 || c.DirMode != 0o750 {
+			t.Fatalf("%s: modes %v %v, %v; want 0640 0750", config, c.FileMode, c.DirMode, err)
+		}
+	}
+	for _, bad := range []string{"0999", "1777", "rw-r--r--", "0", "-1", "[1]"} {
+		_, err := ParseConfig([]byte("root: /x\nfile_mode: " + bad))
+		if !errors.Is(err, stream.ErrInvalidArgument) || !strings.Contains(err.Error(), "file_mode") {
+			t.Errorf("file_mode %s: %v, want ErrInvalidArgument naming file_mode", bad, err)
+		}
+	}
+}

@@ -41,6 +41,9 @@ type Storage struct {
 	tmp     string // root/tmp
 	fsync   bool
 	log     *slog.Logger
+	// fileMode and dirMode are the modes of the files and directories it
+	// creates (Config.FileMode, Config.DirMode).
+	fileMode, dirMode fs.FileMode
 
 	// dioAlign is the alignment direct writes need; 0: no direct writes
 	// (Config.DirectIO off, or the file system refuses O_DIRECT).
@@ -69,11 +72,13 @@ func OpenStorage(ctx context.Context, c Config, logger *slog.Logger) (*Storage, 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Storage{
-		root:    c.Root,
-		objects: filepath.Join(c.Root, objectsDir),
-		tmp:     filepath.Join(c.Root, tmpDir),
-		fsync:   c.fsync(),
-		log:     logger.With("driver", "nfs", "root", c.Root),
+		root:     c.Root,
+		objects:  filepath.Join(c.Root, objectsDir),
+		tmp:      filepath.Join(c.Root, tmpDir),
+		fsync:    c.fsync(),
+		log:      logger.With("driver", "nfs", "root", c.Root),
+		fileMode: c.FileMode.mode(),
+		dirMode:  c.DirMode.mode(),
 	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
@@ -82,7 +87,7 @@ func OpenStorage(ctx context.Context, c Config, logger *slog.Logger) (*Storage, 
 		return nil, fmt.Errorf("nfs open %s: %w: %w", s.root, stream.ErrUnavailable, err)
 	}
 	if c.CreateRoot {
-		if err := os.MkdirAll(s.root, 0o755); err != nil {
+		if err := s.mkdirAll(s.root); err != nil {
 			return nil, s.unavailable("open", "", fmt.Errorf("creating root: %w", err))
 		}
 	}
@@ -150,7 +155,7 @@ func (s *Storage) begin(ctx context.Context, op, key string) error {
 // mkdir makes dir if it is missing and makes the new entry durable. Its
 // parent must exist: the driver never recreates the root or objects/.
 func (s *Storage) mkdir(dir string) error {
-	err := os.Mkdir(dir, 0o755)
+	err := os.Mkdir(dir, s.dirMode)
 	switch {
 	case err == nil:
 		return s.syncDir(filepath.Dir(dir))
@@ -159,6 +164,25 @@ func (s *Storage) mkdir(dir string) error {
 	default:
 		return err
 	}
+}
+
+// mkdirAll makes dir and its missing parents, as os.MkdirAll, and makes
+// each new entry durable: it fsyncs the parent of every directory it
+// made, top down, so that a power loss after it returns cannot lose the
+// root (and with it every object put under it later).
+func (s *Storage) mkdirAll(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: not a directory", dir)
+		}
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := s.mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	return s.mkdir(dir)
 }
 
 // ensureParent makes the directories of a key's file below objects/. It
@@ -179,6 +203,9 @@ func (s *Storage) ensureParent(path string) error {
 	return err
 }
 
+// syncDirHook, when set (by tests), sees every directory syncDir fsyncs.
+var syncDirHook atomic.Pointer[func(dir string)]
+
 // syncDir fsyncs a directory so that entries made in it are durable.
 func (s *Storage) syncDir(dir string) error {
 	if !s.fsync {
@@ -189,6 +216,9 @@ func (s *Storage) syncDir(dir string) error {
 		return err
 	}
 	err = d.Sync()
+	if h := syncDirHook.Load(); h != nil && err == nil {
+		(*h)(dir)
+	}
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
@@ -198,12 +228,12 @@ func (s *Storage) syncDir(dir string) error {
 // createTemp creates a new, empty temp file of this Storage.
 func (s *Storage) createTemp() (*os.File, string, error) {
 	path := filepath.Join(s.tmp, s.tmpPrefix+strconv.FormatInt(s.tmpSeq.Add(1), 10)+tmpSuffix)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.fileMode)
 	if isAbsent(err) {
 		// tmp/ was removed under us: make it again (never the root: if the
 		// root is gone, this fails too).
 		if err = s.mkdir(s.tmp); err == nil {
-			f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.fileMode)
 		}
 	}
 	return f, path, err

@@ -3,12 +3,13 @@ package nfs
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Temp files are named <host>-<pid>-<random>-<n>.tmp, where host identifies
@@ -38,22 +39,45 @@ func hostID() string {
 			ns = strings.TrimSuffix(strings.TrimPrefix(ns, "pid:["), "]")
 			id += "." + ns
 		}
-		hostVal = id
+		// Only the characters tempOwner accepts in a host.
+		hostVal = strings.Map(func(r rune) rune {
+			if r < 0x80 && isHostChar(byte(r)) {
+				return r
+			}
+			return -1
+		}, id)
 	})
 	return hostVal
 }
 
-// tempOwner parses a temp file name into its host and pid.
+// tempOwner parses a temp file name of the pattern above into its host
+// and pid; ok is false for any other name (not a file of this driver).
 func tempOwner(name string) (host string, pid int, ok bool) {
 	parts := strings.Split(strings.TrimSuffix(name, tmpSuffix), "-")
 	if len(parts) != 4 || !strings.HasSuffix(name, tmpSuffix) {
 		return "", 0, false
 	}
 	pid, err := strconv.Atoi(parts[1])
-	if err != nil || pid <= 0 {
+	if err != nil || pid <= 0 || !allOf(parts[0], isHostChar) || !allOf(parts[1], isDigit) ||
+		!allOf(parts[2], isHexDigit) || !allOf(parts[3], isDigit) {
 		return "", 0, false
 	}
 	return parts[0], pid, true
+}
+
+func allOf(s string, f func(c byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !f(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isDigit(c byte) bool    { return c >= '0' && c <= '9' }
+func isHexDigit(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'f' }
+func isHostChar(c byte) bool {
+	return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.'
 }
 
 // processGone reports whether no process pid exists in this PID namespace.
@@ -62,18 +86,24 @@ func processGone(pid int) bool {
 }
 
 // cleanTemp removes torn temp files: those of dead processes of this host
-// at once, and anyone's older than maxAge. Removing a live writer's temp
-// file by mistake (a reused pid, a badly wrong clock) costs nothing but that
-// put: its link then fails with ENOENT, reported as ErrUnavailable, and
-// nothing was published.
+// at once, and anyone's older than maxAge. It removes only regular files
+// whose names are this driver's temp names (tempOwner), in tmp/ itself:
+// the directory is opened with O_NOFOLLOW and its entries are examined and
+// removed relative to it (fstatat without following, unlinkat), so a tmp/
+// that is a symlink, or a symlink in it, never leads out of the root, and
+// nobody else's files are touched (with root "/", tmp/ is /tmp). Removing
+// a live writer's temp file by mistake (a reused pid, a badly wrong clock)
+// costs nothing but that put: its link then fails with ENOENT, reported as
+// ErrUnavailable, and nothing was published.
 func (s *Storage) cleanTemp(maxAge time.Duration) {
-	d, err := os.Open(s.tmp)
+	fd, err := unix.Open(s.tmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		s.log.Warn("cannot list temp files", "dir", s.tmp, "err", err)
+		s.log.Warn("not cleaning temp files: cannot open the temp directory (a symlink?)", "dir", s.tmp, "err", err)
 		return
 	}
+	d := os.NewFile(uintptr(fd), s.tmp) // owns fd
+	defer d.Close()
 	names, err := d.Readdirnames(-1)
-	d.Close()
 	if err != nil {
 		s.log.Warn("cannot list temp files", "dir", s.tmp, "err", err)
 		return
@@ -81,18 +111,16 @@ func (s *Storage) cleanTemp(maxAge time.Duration) {
 	me := hostID()
 	removed := 0
 	for _, name := range names {
-		if strings.HasPrefix(name, ".nfs") {
-			continue // an NFS client's silly-renamed open file: not ours to remove
+		host, pid, ok := tempOwner(name)
+		if !ok {
+			continue // not a temp file of this driver (nor an NFS client's .nfs file)
 		}
-		path := filepath.Join(s.tmp, name)
-		torn := false
-		if host, pid, ok := tempOwner(name); ok && host == me && pid != os.Getpid() && processGone(pid) {
-			torn = true
-		} else if fi, err := os.Lstat(path); err == nil && time.Since(fi.ModTime()) > maxAge {
-			torn = true
+		fi, err := statAt(fd, name)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
 		}
-		if torn {
-			if err := os.Remove(path); err == nil {
+		if host == me && pid != os.Getpid() && processGone(pid) || time.Since(fi.ModTime()) > maxAge {
+			if err := unix.Unlinkat(fd, name, 0); err == nil {
 				removed++
 			}
 		}
@@ -100,4 +128,16 @@ func (s *Storage) cleanTemp(maxAge time.Duration) {
 	if removed > 0 {
 		s.log.Info("removed torn temp files", "count", removed, "dir", s.tmp)
 	}
+}
+
+// statAt stats entry name of directory fd without following a symlink (an
+// open with O_NOFOLLOW fails on one).
+func statAt(dirfd int, name string) (os.FileInfo, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	return f.Stat()
 }

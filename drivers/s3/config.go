@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/stratastream/strata/drivers/internal/driverconfig"
+	"github.com/stratastream/strata/internal/redact"
 )
 
 // Config configures the s3 driver. It is read from YAML or JSON (see
@@ -119,7 +120,7 @@ func (c Config) Validate() error {
 	if c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("endpoint", "%q is not an http:// or https:// URL", c.Endpoint)
+			return bad("endpoint", "%q is not an http:// or https:// URL", redact.URL(c.Endpoint))
 		}
 	}
 	if (c.Credentials.AccessKeyID == "") != (c.Credentials.SecretAccessKey == "") {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/stratastream/strata/internal/redact"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -40,7 +41,7 @@ func (s *Storage) probe(ctx context.Context) error {
 	if err == nil || (errors.Is(err, stream.ErrNotFound)) {
 		return nil
 	}
-	where := s.cfg.Endpoint
+	where := redact.URL(s.cfg.Endpoint)
 	if where == "" {
 		where = "AWS S3 in region " + s.cfg.Region
 	}

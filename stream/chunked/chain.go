@@ -169,8 +169,9 @@ func (s *Store) walk(ctx context.Context, l layout, c *chain, self *sessionKey) 
 			}
 			if m.Owner == *self {
 				// One's own manifest (a trim whose outcome was unknown)
-				// covers only slots already walked.
+				// covers only slots already walked; its start holds (R5).
 				c.KnownV = v
+				c.Start = max(c.Start, m.Start)
 				continue
 			}
 		}

@@ -17,6 +17,23 @@ import (
 
 const codecVersion = 1
 
+// boundFlag, set in an object's version byte, says that its checksum is
+// bound to the identity of what it belongs to: the stored CRC32C is the
+// CRC32C of the object XOR a seed, the CRC32C of the stream name and
+// incarnation id (layout.seed; generations: of the name, genSeed). An
+// object copied from another stream or incarnation (the same key, another
+// root) fails its checksum: ErrCorrupt, never served as data. Objects
+// without the flag (written before it existed) are read with seed 0.
+const boundFlag = 0x80
+
+// seedFor is the seed an object with version byte ver is checked with.
+func seedFor(ver byte, seed uint32) uint32 {
+	if ver&boundFlag == 0 {
+		return 0
+	}
+	return seed
+}
+
 var (
 	magicChunk    = [2]byte{'S', 'C'}
 	magicManifest = [2]byte{'S', 'M'}
@@ -78,7 +95,7 @@ func (h chunkHeader) end() int64 { return h.Base + int64(h.Count) }
 // encodeChunk encodes a chunk holding batches (their BaseOffset must be
 // contiguous from base). A fence chunk has no batches. The append path
 // builds the same bytes in place (writer.go: segments, sealChunk).
-func encodeChunk(kind byte, sess sessionKey, base int64, id putID, batches []stream.Batch) []byte {
+func encodeChunk(seed uint32, kind byte, sess sessionKey, base int64, id putID, batches []stream.Batch) []byte {
 	size := chunkHeaderLen
 	for _, b := range batches {
 		size += batchEncodedLen(b)
@@ -91,7 +108,7 @@ func encodeChunk(kind byte, sess sessionKey, base int64, id putID, batches []str
 		spans[i] = batchSpan{off: off, n: n, count: b.Count, rest: encodeBatchBody(buf[off:off+n], b)}
 		off += n
 	}
-	sealChunk(buf, kind, sess, base, id, spans)
+	sealChunk(buf, seed, kind, sess, base, id, spans)
 	return buf
 }
 
@@ -112,7 +129,7 @@ const combineMin = 8 << 10
 // back to back from chunkHeaderLen to the end of buf): it writes every
 // batch's base offset (contiguous from base) and checksum, and the header.
 // No payload byte is read again for batches of combineMin bytes or more.
-func sealChunk(buf []byte, kind byte, sess sessionKey, base int64, id putID, spans []batchSpan) {
+func sealChunk(buf []byte, seed uint32, kind byte, sess sessionKey, base int64, id putID, spans []batchSpan) {
 	var bodyCRC uint32
 	next := base
 	for _, sp := range spans {
@@ -132,11 +149,11 @@ func sealChunk(buf []byte, kind byte, sess sessionKey, base int64, id putID, spa
 	}
 	h := chunkHeader{Kind: kind, Sess: sess, Base: base, Count: uint64(next - base), Batches: uint32(len(spans)),
 		BodyLen: uint32(len(buf) - chunkHeaderLen), BodyCRC: bodyCRC, PutID: id}
-	putChunkHeader(buf[:chunkHeaderLen], h)
+	putChunkHeader(buf[:chunkHeaderLen], h, seed)
 }
 
-func putChunkHeader(b []byte, h chunkHeader) {
-	b[0], b[1], b[2], b[3] = magicChunk[0], magicChunk[1], codecVersion, h.Kind
+func putChunkHeader(b []byte, h chunkHeader, seed uint32) {
+	b[0], b[1], b[2], b[3] = magicChunk[0], magicChunk[1], codecVersion|boundFlag, h.Kind
 	binary.BigEndian.PutUint64(b[4:], h.Sess.Epoch)
 	binary.BigEndian.PutUint64(b[12:], h.Sess.Session)
 	binary.BigEndian.PutUint64(b[20:], uint64(h.Base))
@@ -145,11 +162,12 @@ func putChunkHeader(b []byte, h chunkHeader) {
 	binary.BigEndian.PutUint32(b[40:], h.BodyLen)
 	binary.BigEndian.PutUint32(b[44:], h.BodyCRC)
 	copy(b[48:64], h.PutID[:])
-	binary.BigEndian.PutUint32(b[64:], stream.Checksum(b[:64]))
+	binary.BigEndian.PutUint32(b[64:], stream.Checksum(b[:64])^seed)
 }
 
-// decodeChunkHeader decodes the first chunkHeaderLen bytes of a chunk.
-func decodeChunkHeader(b []byte) (chunkHeader, error) {
+// decodeChunkHeader decodes the first chunkHeaderLen bytes of a chunk of
+// the incarnation whose seed is seed.
+func decodeChunkHeader(b []byte, seed uint32) (chunkHeader, error) {
 	var h chunkHeader
 	if len(b) < chunkHeaderLen {
 		return h, corruptf("chunk header: %d bytes, want %d", len(b), chunkHeaderLen)
@@ -157,11 +175,11 @@ func decodeChunkHeader(b []byte) (chunkHeader, error) {
 	if b[0] != magicChunk[0] || b[1] != magicChunk[1] {
 		return h, corruptf("chunk header: bad magic %q", b[:2])
 	}
-	if b[2] != codecVersion {
+	if b[2]&^boundFlag != codecVersion {
 		return h, corruptf("chunk header: unknown version %d", b[2])
 	}
-	if got, want := stream.Checksum(b[:64]), binary.BigEndian.Uint32(b[64:]); got != want {
-		return h, corruptf("chunk header: checksum %08x, stored %08x", got, want)
+	if got, want := stream.Checksum(b[:64])^seedFor(b[2], seed), binary.BigEndian.Uint32(b[64:]); got != want {
+		return h, corruptf("chunk header: checksum %08x, stored %08x (another stream's or incarnation's chunk?)", got, want)
 	}
 	h.Kind = b[3]
 	h.Sess.Epoch = binary.BigEndian.Uint64(b[4:])
@@ -187,8 +205,8 @@ func decodeChunkHeader(b []byte) (chunkHeader, error) {
 
 // decodeChunk decodes a whole chunk object and checks every checksum.
 // Returned batches alias b.
-func decodeChunk(b []byte) (chunkHeader, []stream.Batch, error) {
-	h, err := decodeChunkHeader(b)
+func decodeChunk(b []byte, seed uint32) (chunkHeader, []stream.Batch, error) {
+	h, err := decodeChunkHeader(b, seed)
 	if err != nil {
 		return h, nil, err
 	}
@@ -419,13 +437,13 @@ const manifestPagesVersion = 2
 
 const manifestFixedLen = 2 + 1 + 1 + 16 + 16 + 8 + 8 + 8 + 16 + 4 + 4
 
-func encodeManifest(m *manifest) []byte {
+func encodeManifest(m *manifest, seed uint32) []byte {
 	b := make([]byte, 0, manifestFixedLen+4+len(m.Pages)*pageRefLen+len(m.Index)*indexEntryLen)
 	ver := byte(codecVersion)
 	if len(m.Pages) > 0 {
 		ver = manifestPagesVersion
 	}
-	b = append(b, magicManifest[0], magicManifest[1], ver, m.Kind)
+	b = append(b, magicManifest[0], magicManifest[1], ver|boundFlag, m.Kind)
 	b = binary.BigEndian.AppendUint64(b, m.Owner.Epoch)
 	b = binary.BigEndian.AppendUint64(b, m.Owner.Session)
 	b = append(b, m.PutID[:]...)
@@ -446,7 +464,7 @@ func encodeManifest(m *manifest) []byte {
 		}
 	}
 	b = appendEntries(b, m.Index)
-	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+	return binary.BigEndian.AppendUint32(b, stream.Checksum(b)^seed)
 }
 
 // appendEntries appends a count and the entries.
@@ -484,15 +502,15 @@ func readEntries(r *bytesReader, what string, seqFrom, seqEnd uint64, next int64
 	return es, next, nil
 }
 
-func decodeManifest(b []byte) (*manifest, error) {
-	r, err := checkedBody(b, "manifest", manifestFixedLen)
+func decodeManifest(b []byte, seed uint32) (*manifest, error) {
+	r, err := checkedBody(b, "manifest", manifestFixedLen, seed)
 	if err != nil {
 		return nil, err
 	}
 	if r.u8() != magicManifest[0] || r.u8() != magicManifest[1] {
 		return nil, corruptf("manifest: bad magic")
 	}
-	ver := r.u8()
+	ver := r.u8() &^ boundFlag
 	if ver != codecVersion && ver != manifestPagesVersion {
 		return nil, corruptf("manifest: unknown version %d", ver)
 	}
@@ -541,34 +559,35 @@ func decodeManifest(b []byte) (*manifest, error) {
 	return m, nil
 }
 
-// checkedBody checks that b (an object named what) has at least minLen bytes
-// and ends with the CRC32C of the rest, and returns a reader of the rest.
-func checkedBody(b []byte, what string, minLen int) (*bytesReader, error) {
-	if len(b) < minLen {
+// checkedBody checks that b (an object named what, its version byte at
+// b[2]) has at least minLen bytes and ends with the CRC32C of the rest
+// (bound by seed, boundFlag), and returns a reader of the rest.
+func checkedBody(b []byte, what string, minLen int, seed uint32) (*bytesReader, error) {
+	if len(b) < minLen || len(b) < 7 {
 		return nil, corruptf("%s: %d bytes", what, len(b))
 	}
-	if got, want := stream.Checksum(b[:len(b)-4]), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
-		return nil, corruptf("%s: checksum %08x, stored %08x", what, got, want)
+	if got, want := stream.Checksum(b[:len(b)-4])^seedFor(b[2], seed), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
+		return nil, corruptf("%s: checksum %08x, stored %08x (another stream's or incarnation's object?)", what, got, want)
 	}
 	return &bytesReader{b: b[:len(b)-4]}, nil
 }
 
 // encodePage is the index page p of entries es.
-func encodePage(p pageRef, es []indexEntry) []byte {
+func encodePage(p pageRef, es []indexEntry, seed uint32) []byte {
 	b := make([]byte, 0, 2+1+16+4+len(es)*indexEntryLen+4)
-	b = append(b, magicPage[0], magicPage[1], codecVersion)
+	b = append(b, magicPage[0], magicPage[1], codecVersion|boundFlag)
 	b = append(b, p.ID[:]...)
 	b = appendEntries(b, es)
-	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+	return binary.BigEndian.AppendUint32(b, stream.Checksum(b)^seed)
 }
 
 // decodePage reads index page p and checks it is the page p names.
-func decodePage(b []byte, p pageRef) ([]indexEntry, error) {
-	r, err := checkedBody(b, "index page", 2+1+16+4+4)
+func decodePage(b []byte, p pageRef, seed uint32) ([]indexEntry, error) {
+	r, err := checkedBody(b, "index page", 2+1+16+4+4, seed)
 	if err != nil {
 		return nil, err
 	}
-	if r.u8() != magicPage[0] || r.u8() != magicPage[1] || r.u8() != codecVersion {
+	if r.u8() != magicPage[0] || r.u8() != magicPage[1] || r.u8()&^boundFlag != codecVersion {
 		return nil, corruptf("index page: bad magic or version")
 	}
 	if id := r.take(16); r.err != nil || putID(id) != p.ID {
@@ -600,20 +619,20 @@ type generation struct {
 	Inc  string
 }
 
-func encodeGeneration(g generation) []byte {
-	b := []byte{magicGen[0], magicGen[1], codecVersion, g.Kind}
+func encodeGeneration(g generation, seed uint32) []byte {
+	b := []byte{magicGen[0], magicGen[1], codecVersion | boundFlag, g.Kind}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(g.Inc)))
 	b = append(b, g.Inc...)
-	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+	return binary.BigEndian.AppendUint32(b, stream.Checksum(b)^seed)
 }
 
-func decodeGeneration(b []byte) (generation, error) {
+func decodeGeneration(b []byte, seed uint32) (generation, error) {
 	var g generation
-	r, err := checkedBody(b, "generation", 12)
+	r, err := checkedBody(b, "generation", 12, seed)
 	if err != nil {
 		return g, err
 	}
-	if r.u8() != magicGen[0] || r.u8() != magicGen[1] || r.u8() != codecVersion {
+	if r.u8() != magicGen[0] || r.u8() != magicGen[1] || r.u8()&^boundFlag != codecVersion {
 		return g, corruptf("generation: bad magic or version")
 	}
 	g.Kind = r.u8()
@@ -629,17 +648,17 @@ func decodeGeneration(b []byte) (generation, error) {
 	return g, nil
 }
 
-func encodeHint(v uint64) []byte {
-	b := []byte{magicHint[0], magicHint[1], codecVersion}
+func encodeHint(v uint64, seed uint32) []byte {
+	b := []byte{magicHint[0], magicHint[1], codecVersion | boundFlag}
 	b = binary.BigEndian.AppendUint64(b, v)
-	return binary.BigEndian.AppendUint32(b, stream.Checksum(b))
+	return binary.BigEndian.AppendUint32(b, stream.Checksum(b)^seed)
 }
 
-func decodeHint(b []byte) (uint64, error) {
-	if len(b) != 15 || b[0] != magicHint[0] || b[1] != magicHint[1] || b[2] != codecVersion {
+func decodeHint(b []byte, seed uint32) (uint64, error) {
+	if len(b) != 15 || b[0] != magicHint[0] || b[1] != magicHint[1] || b[2]&^boundFlag != codecVersion {
 		return 0, corruptf("hint: bad format")
 	}
-	if stream.Checksum(b[:11]) != binary.BigEndian.Uint32(b[11:]) {
+	if stream.Checksum(b[:11])^seedFor(b[2], seed) != binary.BigEndian.Uint32(b[11:]) {
 		return 0, corruptf("hint: bad checksum")
 	}
 	return binary.BigEndian.Uint64(b[3:]), nil

@@ -2,6 +2,7 @@ package chunked
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"testing"
@@ -20,8 +21,8 @@ func sampleBatches() []stream.Batch {
 func TestChunkRoundTrip(t *testing.T) {
 	id := putID{1, 2, 3}
 	sess := sessionKey{Epoch: 7, Session: 3}
-	data := encodeChunk(chunkData, sess, 10, id, sampleBatches())
-	h, bs, err := decodeChunk(data)
+	data := encodeChunk(testSeed, chunkData, sess, 10, id, sampleBatches())
+	h, bs, err := decodeChunk(data, testSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,17 +45,17 @@ func TestChunkRoundTrip(t *testing.T) {
 	for i := range data {
 		c := bytes.Clone(data)
 		c[i] ^= 0x40
-		if _, _, err := decodeChunk(c); !errors.Is(err, stream.ErrCorrupt) {
+		if _, _, err := decodeChunk(c, testSeed); !errors.Is(err, stream.ErrCorrupt) {
 			t.Fatalf("byte %d flipped: %v", i, err)
 		}
 	}
 	for n := range data {
-		if _, _, err := decodeChunk(data[:n]); !errors.Is(err, stream.ErrCorrupt) {
+		if _, _, err := decodeChunk(data[:n], testSeed); !errors.Is(err, stream.ErrCorrupt) {
 			t.Fatalf("truncated to %d: %v", n, err)
 		}
 	}
-	fence := encodeChunk(chunkFence, sess, 99, id, nil)
-	if h, bs, err := decodeChunk(fence); err != nil || h.Kind != chunkFence || h.Base != 99 || len(bs) != 0 {
+	fence := encodeChunk(testSeed, chunkFence, sess, 99, id, nil)
+	if h, bs, err := decodeChunk(fence, testSeed); err != nil || h.Kind != chunkFence || h.Base != 99 || len(bs) != 0 {
 		t.Fatalf("fence: %+v %v %v", h, bs, err)
 	}
 }
@@ -62,8 +63,8 @@ func TestChunkRoundTrip(t *testing.T) {
 func TestManifestRoundTrip(t *testing.T) {
 	m := &manifest{Kind: manTrim, Owner: sessionKey{3, 4}, PutID: putID{9}, Start: 5, IdxEnd: 9, IdxNext: 20,
 		IdxSess: sessionKey{3, 4}, Index: []indexEntry{{Seq: 2, Base: 4, Count: 6, PutID: putID{1}}, {Seq: 5, Base: 10, Count: 10}}}
-	b := encodeManifest(m)
-	got, err := decodeManifest(b)
+	b := encodeManifest(m, testSeed)
+	got, err := decodeManifest(b, testSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,15 +74,15 @@ func TestManifestRoundTrip(t *testing.T) {
 	for i := range b {
 		c := bytes.Clone(b)
 		c[i] ^= 1
-		if _, err := decodeManifest(c); !errors.Is(err, stream.ErrCorrupt) {
+		if _, err := decodeManifest(c, testSeed); !errors.Is(err, stream.ErrCorrupt) {
 			t.Fatalf("byte %d flipped: %v", i, err)
 		}
 	}
 	g := generation{Kind: genLive, Inc: "ABC123"}
-	if got, err := decodeGeneration(encodeGeneration(g)); err != nil || got != g {
+	if got, err := decodeGeneration(encodeGeneration(g, testSeed), testSeed); err != nil || got != g {
 		t.Fatalf("generation %+v %v", got, err)
 	}
-	if v, err := decodeHint(encodeHint(42)); err != nil || v != 42 {
+	if v, err := decodeHint(encodeHint(42, testSeed), testSeed); err != nil || v != 42 {
 		t.Fatalf("hint %d %v", v, err)
 	}
 }
@@ -89,18 +90,18 @@ func TestManifestRoundTrip(t *testing.T) {
 // The decoders read bytes from outside (any backend object): they must
 // never panic, and anything they accept must re-encode to the same bytes.
 func FuzzDecodeChunk(f *testing.F) {
-	f.Add(encodeChunk(chunkData, sessionKey{1, 1}, 10, putID{1}, sampleBatches()))
-	f.Add(encodeChunk(chunkFence, sessionKey{2, 5}, 0, putID{2}, nil))
+	f.Add(encodeChunk(testSeed, chunkData, sessionKey{1, 1}, 10, putID{1}, sampleBatches()))
+	f.Add(encodeChunk(testSeed, chunkFence, sessionKey{2, 5}, 0, putID{2}, nil))
 	f.Add([]byte("SC"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, bs, err := decodeChunk(b)
+		h, bs, err := decodeChunk(b, testSeed)
 		if err != nil {
 			if !errors.Is(err, stream.ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 			return
 		}
-		if again := encodeChunk(h.Kind, h.Sess, h.Base, h.PutID, bs); !bytes.Equal(again, b) {
+		if again := encodeChunk(testSeed, h.Kind, h.Sess, h.Base, h.PutID, bs); !bytes.Equal(sameFormat(again, b), b) {
 			t.Fatalf("accepted bytes do not re-encode the same")
 		}
 	})
@@ -108,18 +109,18 @@ func FuzzDecodeChunk(f *testing.F) {
 
 func FuzzDecodeManifest(f *testing.F) {
 	f.Add(encodeManifest(&manifest{Kind: manOpen, Owner: sessionKey{1, 1}, IdxEnd: 3, IdxNext: 7,
-		Index: []indexEntry{{Seq: 1, Base: 0, Count: 7}}}))
-	f.Add(encodeManifest(&manifest{Kind: manCreate}))
-	f.Add(encodeManifest(pagedManifest()))
+		Index: []indexEntry{{Seq: 1, Base: 0, Count: 7}}}, testSeed))
+	f.Add(encodeManifest(&manifest{Kind: manCreate}, testSeed))
+	f.Add(encodeManifest(pagedManifest(), testSeed))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeManifest(b)
+		m, err := decodeManifest(b, testSeed)
 		if err != nil {
 			if !errors.Is(err, stream.ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 			return
 		}
-		if again := encodeManifest(m); !bytes.Equal(again, b) {
+		if again := encodeManifest(m, testSeed); !bytes.Equal(sameFormat(again, b), b) {
 			t.Fatalf("accepted bytes do not re-encode the same")
 		}
 	})
@@ -135,7 +136,7 @@ func pagedManifest() *manifest {
 
 func TestPagedManifestRoundTrip(t *testing.T) {
 	m := pagedManifest()
-	got, err := decodeManifest(encodeManifest(m))
+	got, err := decodeManifest(encodeManifest(m, testSeed), testSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,65 +154,90 @@ func TestPagedManifestRoundTrip(t *testing.T) {
 	} {
 		m := pagedManifest()
 		bad(m)
-		if _, err := decodeManifest(encodeManifest(m)); !errors.Is(err, stream.ErrCorrupt) {
+		if _, err := decodeManifest(encodeManifest(m, testSeed), testSeed); !errors.Is(err, stream.ErrCorrupt) {
 			t.Fatalf("manifest %+v: %v, want ErrCorrupt", m, err)
 		}
 	}
 	p := m.Pages[1]
 	es := []indexEntry{{Seq: 5, Base: 10, Count: 4}, {Seq: 8, Base: 14, Count: 16}}
-	back, err := decodePage(encodePage(p, es), p)
+	back, err := decodePage(encodePage(p, es, testSeed), p, testSeed)
 	if err != nil || !reflect.DeepEqual(back, es) {
 		t.Fatalf("page: %v, %+v", err, back)
 	}
 	other := p
 	other.ID = putID{9}
-	if _, err := decodePage(encodePage(p, es), other); !errors.Is(err, stream.ErrCorrupt) {
+	if _, err := decodePage(encodePage(p, es, testSeed), other, testSeed); !errors.Is(err, stream.ErrCorrupt) {
 		t.Fatalf("a page read for another id: %v, want ErrCorrupt", err)
 	}
-	if _, err := decodePage(encodePage(p, es[:1]), p); !errors.Is(err, stream.ErrCorrupt) {
+	if _, err := decodePage(encodePage(p, es[:1], testSeed), p, testSeed); !errors.Is(err, stream.ErrCorrupt) {
 		t.Fatalf("a page with fewer entries than named: %v, want ErrCorrupt", err)
 	}
 }
 
 func FuzzDecodePage(f *testing.F) {
 	p := pagedManifest().Pages[1]
-	f.Add(encodePage(p, []indexEntry{{Seq: 5, Base: 10, Count: 4}, {Seq: 8, Base: 14, Count: 16}}), p.First, p.End, p.Base, p.Next, p.N)
+	f.Add(encodePage(p, []indexEntry{{Seq: 5, Base: 10, Count: 4}, {Seq: 8, Base: 14, Count: 16}}, testSeed), p.First, p.End, p.Base, p.Next, p.N)
 	f.Fuzz(func(t *testing.T, b []byte, first, end uint64, base, next int64, n uint32) {
 		p := pageRef{First: first, End: end, Base: base, Next: next, N: n}
 		if len(b) >= 19 {
 			p.ID = putID(b[3:19])
 		}
-		es, err := decodePage(b, p)
+		es, err := decodePage(b, p, testSeed)
 		if err != nil {
 			if !errors.Is(err, stream.ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 			return
 		}
-		if !bytes.Equal(encodePage(p, es), b) {
+		if !bytes.Equal(encodePage(p, es, testSeed), b) {
 			t.Fatalf("accepted bytes do not re-encode the same")
 		}
 	})
 }
 
 func FuzzDecodeGenerationAndHint(f *testing.F) {
-	f.Add(encodeGeneration(generation{Kind: genLive, Inc: "X1"}))
-	f.Add(encodeGeneration(generation{Kind: genTombstone}))
-	f.Add(encodeHint(7))
+	f.Add(encodeGeneration(generation{Kind: genLive, Inc: "X1"}, testSeed))
+	f.Add(encodeGeneration(generation{Kind: genTombstone}, testSeed))
+	f.Add(encodeHint(7, testSeed))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if g, err := decodeGeneration(b); err == nil {
-			if !bytes.Equal(encodeGeneration(g), b) {
+		if g, err := decodeGeneration(b, testSeed); err == nil {
+			if !bytes.Equal(sameFormat(encodeGeneration(g, testSeed), b), b) {
 				t.Fatalf("generation does not re-encode the same")
 			}
 		} else if !errors.Is(err, stream.ErrCorrupt) {
 			t.Fatalf("error %v does not wrap ErrCorrupt", err)
 		}
-		if v, err := decodeHint(b); err == nil {
-			if !bytes.Equal(encodeHint(v), b) {
+		if v, err := decodeHint(b, testSeed); err == nil {
+			if !bytes.Equal(sameFormat(encodeHint(v, testSeed), b), b) {
 				t.Fatalf("hint does not re-encode the same")
 			}
 		} else if !errors.Is(err, stream.ErrCorrupt) {
 			t.Fatalf("error %v does not wrap ErrCorrupt", err)
 		}
 	})
+}
+
+// testSeed is the identity seed of the codec tests' objects.
+var testSeed = newLayout("codec/test", "INC1").seed
+
+// asLegacy is object b (as the engine writes it) in the format written
+// before checksums were bound (boundFlag clear, checksums unseeded).
+func asLegacy(b []byte) []byte {
+	b = bytes.Clone(b)
+	b[2] &^= boundFlag
+	if b[0] == magicChunk[0] && b[1] == magicChunk[1] {
+		binary.BigEndian.PutUint32(b[64:], stream.Checksum(b[:64]))
+		return b
+	}
+	binary.BigEndian.PutUint32(b[len(b)-4:], stream.Checksum(b[:len(b)-4]))
+	return b
+}
+
+// sameFormat is again (an encoding) in the format of like: legacy when
+// like is.
+func sameFormat(again, like []byte) []byte {
+	if len(like) > 2 && like[2]&boundFlag == 0 {
+		return asLegacy(again)
+	}
+	return again
 }

@@ -34,14 +34,14 @@ func TestSealChunkMatchesEncoder(t *testing.T) {
 			copy(e[len(e)-4:], be32(stream.Checksum(e[:len(e)-4])))
 		}
 		putChunkHeader(buf, chunkHeader{Kind: chunkData, Sess: sessionKey{1, 2}, Base: 10, Count: uint64(base - 10), Batches: uint32(len(bs)),
-			BodyLen: uint32(len(buf) - chunkHeaderLen), BodyCRC: stream.Checksum(buf[chunkHeaderLen:]), PutID: putID{5}})
+			BodyLen: uint32(len(buf) - chunkHeaderLen), BodyCRC: stream.Checksum(buf[chunkHeaderLen:]), PutID: putID{5}}, testSeed)
 		want = buf
 	}
-	got := encodeChunk(chunkData, sessionKey{1, 2}, 10, putID{5}, bs)
+	got := encodeChunk(testSeed, chunkData, sessionKey{1, 2}, 10, putID{5}, bs)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("encodeChunk differs from the one-pass reference encoding")
 	}
-	h, dec, err := decodeChunk(got)
+	h, dec, err := decodeChunk(got, testSeed)
 	if err != nil || h.Count != uint64(base-10) || len(dec) != len(bs) || !bytes.Equal(dec[3].Payload, bs[3].Payload) {
 		t.Fatalf("decode: %+v %d %v", h, len(dec), err)
 	}
@@ -55,7 +55,7 @@ func be32(v uint32) []byte { return []byte{byte(v >> 24), byte(v >> 16), byte(v 
 func TestSuppliedChecksumEncoding(t *testing.T) {
 	big := bytes.Repeat([]byte{5, 6, 7}, 30000)
 	bs := append(sampleBatches(), stream.Batch{Count: 2, Properties: map[string]string{"p": "q"}, Payload: big})
-	want := encodeChunk(chunkData, sessionKey{1, 2}, 10, putID{5}, bs)
+	want := encodeChunk(testSeed, chunkData, sessionKey{1, 2}, 10, putID{5}, bs)
 	withSums := func(wrong bool) []stream.Batch {
 		out := slices.Clone(bs)
 		for i := range out {
@@ -66,11 +66,11 @@ func TestSuppliedChecksumEncoding(t *testing.T) {
 		}
 		return out
 	}
-	if got := encodeChunk(chunkData, sessionKey{1, 2}, 10, putID{5}, withSums(false)); !bytes.Equal(got, want) {
+	if got := encodeChunk(testSeed, chunkData, sessionKey{1, 2}, 10, putID{5}, withSums(false)); !bytes.Equal(got, want) {
 		t.Fatalf("a right supplied checksum changed the encoding")
 	}
-	bad := encodeChunk(chunkData, sessionKey{1, 2}, 10, putID{5}, withSums(true))
-	if _, _, err := decodeChunk(bad); !errors.Is(err, stream.ErrCorrupt) {
+	bad := encodeChunk(testSeed, chunkData, sessionKey{1, 2}, 10, putID{5}, withSums(true))
+	if _, _, err := decodeChunk(bad, testSeed); !errors.Is(err, stream.ErrCorrupt) {
 		t.Fatalf("decode of a chunk stored with a wrong supplied checksum: %v, want ErrCorrupt", err)
 	}
 }

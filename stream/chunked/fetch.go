@@ -79,11 +79,11 @@ func (s *Store) loadChunk(ctx context.Context, l layout, e indexEntry) ([]stream
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: fetch %s: %w", l.name, key, err)
 	}
-	h, err := decodeChunkHeader(data)
+	h, err := decodeChunkHeader(data, l.seed)
 	if err == nil && (h.PutID != e.PutID || h.Base != e.Base || h.Count != e.Count) {
 		return nil, fmt.Errorf("stream %q: %s holds put %x [%d, %d), want %x: %w", l.name, key, h.PutID[:4], h.Base, h.end(), e.PutID[:4], errChunkGone)
 	}
-	_, batches, err := decodeChunk(data)
+	_, batches, err := decodeChunk(data, l.seed)
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %s [%d, %d): %w", l.name, key, e.Base, e.end(), err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/stratastream/strata/stream"
 )
 
 // Object names (docs/engine.md, "Layout"). Every stream lives under its own
@@ -38,10 +40,19 @@ func seqName(n uint64) string { return fmt.Sprintf("%0*d", seqDigits, n) }
 // layout names the objects of one incarnation.
 type layout struct {
 	name, inc, prefix string
+	// seed binds the checksums of the incarnation's objects to it
+	// (codec.go, boundFlag).
+	seed uint32
 }
 
 func newLayout(name, inc string) layout {
-	return layout{name: name, inc: inc, prefix: incPrefix(name, inc)}
+	return layout{name: name, inc: inc, prefix: incPrefix(name, inc),
+		seed: stream.Checksum([]byte("strata incarnation\x00" + name + "\x00" + inc))}
+}
+
+// genSeed binds the checksums of stream name's generations to it.
+func genSeed(name string) uint32 {
+	return stream.Checksum([]byte("strata generation\x00" + name))
 }
 
 func (l layout) chunk(seq uint64) string  { return l.prefix + chunkDir + seqName(seq) }

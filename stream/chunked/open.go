@@ -101,7 +101,7 @@ func (s *Store) overtaken(ctx context.Context, l layout, v uint64, self sessionK
 // fails too, the error wraps ErrUnavailable.
 func (s *Store) putManifest(ctx context.Context, l layout, v uint64, m *manifest) (won bool, other *manifest, err error) {
 	key := l.manifest(v)
-	data := encodeManifest(m)
+	data := encodeManifest(m, l.seed)
 	for attempt := 0; ; attempt++ {
 		err := s.putIfAbsent(ctx, key, data)
 		if err == nil {
@@ -139,7 +139,7 @@ func (s *Store) placeFence(ctx context.Context, l layout, c *chain, self session
 		seq := c.Tail.Seq
 		key := l.chunk(seq)
 		id := s.newPutID()
-		data := encodeChunk(chunkFence, self, c.Tail.Next, id, nil)
+		data := encodeChunk(l.seed, chunkFence, self, c.Tail.Next, id, nil)
 		var err error
 		for attempt := 0; attempt < 2; attempt++ {
 			if err = s.putIfAbsent(ctx, key, data); err == nil || errors.Is(err, stream.ErrAlreadyExists) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -43,17 +44,52 @@ func (s *Store) putIfAbsent(ctx context.Context, key string, data []byte) error 
 }
 
 func (s *Store) get(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	var out []byte
-	err := s.call(ctx, "get", key, func(ctx context.Context) error {
-		b, err := s.st.Get(ctx, key, off, n)
-		out = b
-		return err
-	})
-	if err != nil {
-		return nil, err
+	retry := ctx.Value(readRetriesKey{}) != nil
+	for attempt := 1; ; attempt++ {
+		var out []byte
+		err := s.call(ctx, "get", key, func(ctx context.Context) error {
+			b, err := s.st.Get(ctx, key, off, n)
+			out = b
+			return err
+		})
+		if err == nil {
+			return out, nil
+		}
+		// A read changes nothing, so retrying one is always safe; not one
+		// that ran into OpTimeout (a hung backend: the open fails rather
+		// than wait several OpTimeouts).
+		if !retry || attempt == readAttempts || !errors.Is(err, stream.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		t := time.NewTimer(readBackoff << (attempt - 1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-s.ctx.Done(): // the Store is closing
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
 	}
-	return out, nil
 }
+
+// readRetriesKey marks a context whose reads are retried on transient
+// errors (withReadRetries).
+type readRetriesKey struct{}
+
+// withReadRetries returns ctx with transient read errors retried, up to
+// readAttempts per read: an open reads many objects (generations,
+// manifests, index pages, chunk headers), and one transient failure among
+// them would otherwise fail it. Within the caller's ctx.
+func withReadRetries(ctx context.Context) context.Context {
+	return context.WithValue(ctx, readRetriesKey{}, true)
+}
+
+const (
+	readAttempts = 4
+	readBackoff  = 10 * time.Millisecond
+)
 
 // getManifest reads manifest v; ok is false when it does not exist.
 func (s *Store) getManifest(ctx context.Context, l layout, v uint64) (m *manifest, ok bool, err error) {
@@ -65,7 +101,7 @@ func (s *Store) getManifest(ctx context.Context, l layout, v uint64) (m *manifes
 	if err != nil {
 		return nil, false, err
 	}
-	m, err = decodeManifest(b)
+	m, err = decodeManifest(b, l.seed)
 	if err != nil {
 		return nil, false, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
 	}
@@ -149,7 +185,7 @@ func (s *Store) getPage(ctx context.Context, l layout, p pageRef) ([]indexEntry,
 	if err != nil {
 		return nil, err
 	}
-	es, err := decodePage(b, p)
+	es, err := decodePage(b, p, l.seed)
 	if err != nil {
 		return nil, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
 	}
@@ -167,7 +203,7 @@ func (s *Store) getChunkHeader(ctx context.Context, l layout, seq uint64) (h chu
 	if err != nil {
 		return h, false, err
 	}
-	h, err = decodeChunkHeader(b)
+	h, err = decodeChunkHeader(b, l.seed)
 	if err != nil {
 		return h, false, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
 	}
@@ -185,7 +221,7 @@ func (s *Store) readHint(ctx context.Context, l layout) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := decodeHint(b)
+	v, err := decodeHint(b, l.seed)
 	if err != nil {
 		s.opts.Logger.Warn("chunked: ignoring unreadable hint", "stream", l.name, "key", l.hint(), "err", err)
 		return 0, nil
@@ -197,7 +233,7 @@ func (s *Store) readHint(ctx context.Context, l layout) (uint64, error) {
 // or stale hint costs a few probes, never correctness).
 func (s *Store) writeHint(ctx context.Context, l layout, v uint64) {
 	key := l.hint()
-	err := s.call(ctx, "put", key, func(ctx context.Context) error { return s.st.Put(ctx, key, encodeHint(v)) })
+	err := s.call(ctx, "put", key, func(ctx context.Context) error { return s.st.Put(ctx, key, encodeHint(v, l.seed)) })
 	if err != nil {
 		s.opts.Logger.Debug("chunked: hint not written", "stream", l.name, "version", v, "err", err)
 	}

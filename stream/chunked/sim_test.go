@@ -173,8 +173,9 @@ type simWorld struct {
 	acks      []simAck
 	seen      map[string]map[int64]string // incarnation -> offset -> append id, from every view and ack
 	deleting  bool
-	canonInc  string          // the incarnation a fresh reader saw last ("" deleted)
-	gone      map[string]bool // incarnations a fresh reader saw replaced or deleted
+	canonInc  string           // the incarnation a fresh reader saw last ("" deleted)
+	gone      map[string]bool  // incarnations a fresh reader saw replaced or deleted
+	starts    map[string]int64 // incarnation -> the highest start offset a fresh reader saw
 	deletes   int
 	opens     []simOpen
 	trims     []simTrim
@@ -439,7 +440,7 @@ func runSchedule(t *testing.T, seed uint64, steps int, verbose bool) simResult {
 
 func runScheduleWith(t *testing.T, seed uint64, steps int, verbose bool, broken brokenRules) simResult {
 	w := &simWorld{broken: broken, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), objs: map[string][]byte{},
-		seen: map[string]map[int64]string{}, gone: map[string]bool{}, verbose: verbose}
+		seen: map[string]map[int64]string{}, gone: map[string]bool{}, starts: map[string]int64{}, verbose: verbose}
 	w.faultRate = 6 + w.rng.IntN(40)
 	synctest.Test(t, func(t *testing.T) {
 		direct, err := NewStore(directStorage{w}, Options{Driver: "sim-direct", NewID: w.newID})
@@ -1041,6 +1042,12 @@ func (w *simWorld) check() {
 	if deleted {
 		return
 	}
+	// R5: the start never moves back, also across trims that failed
+	// (their manifests may land) and the sessions that wrote them.
+	if prev, ok := w.starts[inc]; ok && start < prev {
+		w.violate("the start offset moved back from %d to %d", prev, start)
+	}
+	w.starts[inc] = max(w.starts[inc], start)
 	w.checkView("a fresh reader", inc, bs, start, nil)
 	byOff := map[int64]stream.Batch{}
 	for _, b := range bs {

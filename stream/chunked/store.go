@@ -105,7 +105,7 @@ func (s *Store) currentGen(ctx context.Context, name string) (n uint64, g genera
 		if err != nil {
 			return 0, g, false, err
 		}
-		gi, err := decodeGeneration(b)
+		gi, err := decodeGeneration(b, genSeed(name))
 		if err != nil {
 			return 0, g, false, fmt.Errorf("stream %q: %s: %w", name, key, err)
 		}
@@ -137,6 +137,14 @@ func (s *Store) Create(ctx context.Context, name string) error {
 			return err
 		}
 		if found && g.Kind == genLive {
+			l := newLayout(name, g.Inc)
+			done, err := s.finishDelete(ctx, l, n)
+			if err != nil {
+				return fmt.Errorf("stream %q: create: %w", name, err)
+			}
+			if done {
+				continue // the tombstone is linked now
+			}
 			return fmt.Errorf("%w: stream %q (%s)", stream.ErrAlreadyExists, name, s.opts.Driver)
 		}
 		next := uint64(0)
@@ -149,11 +157,11 @@ func (s *Store) Create(ctx context.Context, name string) error {
 		}
 		l := newLayout(name, inc)
 		m0 := &manifest{Kind: manCreate, PutID: s.newPutID()}
-		if err := s.putIfAbsent(ctx, l.manifest(0), encodeManifest(m0)); err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
+		if err := s.putIfAbsent(ctx, l.manifest(0), encodeManifest(m0, l.seed)); err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
 			return fmt.Errorf("stream %q: create: %w", name, err)
 		}
 		key := genKey(name, next)
-		data := encodeGeneration(generation{Kind: genLive, Inc: inc})
+		data := encodeGeneration(generation{Kind: genLive, Inc: inc}, genSeed(name))
 		err = s.putIfAbsent(ctx, key, data)
 		if err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
 			// Outcome unknown: read it back once.
@@ -169,7 +177,7 @@ func (s *Store) Create(ctx context.Context, name string) error {
 		if err != nil {
 			return fmt.Errorf("stream %q: create: %w", name, err)
 		}
-		other, err := decodeGeneration(b)
+		other, err := decodeGeneration(b, genSeed(name))
 		if err != nil {
 			return fmt.Errorf("stream %q: %s: %w", name, key, err)
 		}
@@ -193,8 +201,9 @@ func (s *Store) Open(ctx context.Context, name string, o stream.OpenOptions) (st
 	default:
 		return nil, fmt.Errorf("%w: stream %q: open mode %d", stream.ErrInvalidArgument, name, o.Mode)
 	}
+	ctx = withReadRetries(ctx)
 	for attempt := 0; ; attempt++ {
-		l, _, err := s.live(ctx, name)
+		l, n, err := s.live(ctx, name)
 		if errors.Is(err, stream.ErrNotFound) && o.CreateIfMissing && o.Mode == stream.ModeReadWrite && attempt < 3 {
 			if err := s.Create(ctx, name); err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
 				return nil, err
@@ -210,8 +219,19 @@ func (s *Store) Open(ctx context.Context, name string, o stream.OpenOptions) (st
 		} else {
 			st, err = s.openWriter(ctx, l, o.Epoch)
 		}
-		if errors.Is(err, errDeleted) && attempt < 3 {
-			continue // deleted meanwhile; maybe recreated
+		if errors.Is(err, errDeleted) {
+			// Deleted meanwhile (maybe recreated), or a Delete that
+			// stopped between its delete manifest and its tombstone:
+			// a read-write open finishes it, so that the name can be
+			// created again (a read-only open writes nothing).
+			if o.Mode == stream.ModeReadWrite {
+				if _, ferr := s.finishDelete(ctx, l, n); ferr != nil {
+					return nil, ferr
+				}
+			}
+			if attempt < 3 {
+				continue
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -271,16 +291,55 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		}
 		m = other
 	}
-	key := genKey(name, n+1)
-	err = s.putIfAbsent(ctx, key, encodeGeneration(generation{Kind: genTombstone}))
-	if err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
+	if err := s.linkTombstone(ctx, l, n); err != nil {
 		return fmt.Errorf("stream %q: delete: %w", name, err)
 	}
-	// ErrAlreadyExists: a concurrent Delete linked the tombstone (a Create
-	// cannot link after a live generation).
 	s.removeObjects(ctx, l, true)
 	s.sweepLater(l)
 	return nil
+}
+
+// linkTombstone links a tombstone after generation n, the live generation
+// of incarnation l, whose delete manifest exists. ErrAlreadyExists counts
+// as done: a concurrent Delete, or the completion of one, linked it (a
+// Create never links after a live generation: it finishes the Delete
+// first).
+func (s *Store) linkTombstone(ctx context.Context, l layout, n uint64) error {
+	err := s.putIfAbsent(ctx, genKey(l.name, n+1), encodeGeneration(generation{Kind: genTombstone}, genSeed(l.name)))
+	if err != nil && !errors.Is(err, stream.ErrAlreadyExists) {
+		return err
+	}
+	return nil
+}
+
+// finishDelete completes a Delete of incarnation l (live generation n)
+// that stopped after its delete manifest (the point from which the
+// incarnation is deleted) and before its tombstone (a failed or timed-out
+// put, a crash): it links the tombstone and removes the incarnation's
+// objects in the background. done is false when the newest manifest of l
+// is not the delete manifest, i.e. l is live.
+func (s *Store) finishDelete(ctx context.Context, l layout, n uint64) (done bool, err error) {
+	_, m, err := s.latestManifest(ctx, l)
+	if err != nil || m.Kind != manDelete {
+		return false, err
+	}
+	if err := s.linkTombstone(ctx, l, n); err != nil {
+		return false, fmt.Errorf("stream %q: finishing its delete: %w", l.name, err)
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.gcs.Add(1)
+	}
+	s.mu.Unlock()
+	if !closed {
+		go func() {
+			defer s.gcs.Done()
+			s.removeObjects(s.ctx, l, true)
+		}()
+		s.sweepLater(l)
+	}
+	return true, nil
 }
 
 // sweepLater removes a deleted incarnation's objects (but its manifests)
@@ -414,7 +473,16 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if found && g.Kind == genLive {
+		if !found || g.Kind != genLive {
+			continue
+		}
+		// A Delete that stopped before its tombstone: the delete manifest
+		// already made the stream deleted.
+		_, m, err := s.latestManifest(ctx, newLayout(name, g.Inc))
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: %w", name, err)
+		}
+		if m.Kind != manDelete {
 			out = append(out, name)
 		}
 	}

@@ -58,6 +58,7 @@ func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint b
 				return w.failed
 			}
 			v++
+			w.adoptOwn(m)
 		}
 		if newStart <= w.ch.Start && !checkpoint {
 			return nil // a no-op, once the probe showed we are not fenced
@@ -102,6 +103,18 @@ func (w *writer) writeManifest(ctx context.Context, newStart int64, checkpoint b
 	}
 }
 
+// adoptOwn takes the start of m, a manifest this session wrote whose put
+// reported failure (a trim whose outcome was unknown, which landed
+// anyway): readers may have seen that start, and R5 forbids the next
+// manifest to move it back.
+func (w *writer) adoptOwn(m *manifest) {
+	if m.Owner != w.self || m.Start <= w.ch.Start {
+		return
+	}
+	w.ch.Start = m.Start
+	w.publish()
+}
+
 // gcFailed logs a GC that stopped on err. A GC stopped by Close is not
 // worth a warning: the slots it left are below the start, and the next
 // trim's GC lists them again.
@@ -129,7 +142,7 @@ func (w *writer) writePages(ctx context.Context) error {
 		es := w.ch.Entries[i : i+n]
 		p := pageRef{ID: w.s.newPutID(), First: es[0].Seq, End: es[n-1].Seq + 1,
 			Base: es[0].Base, Next: es[n-1].end(), N: uint32(n)}
-		if err := w.s.putIfAbsent(ctx, w.l.page(p), encodePage(p, es)); err != nil {
+		if err := w.s.putIfAbsent(ctx, w.l.page(p), encodePage(p, es, w.l.seed)); err != nil {
 			return fmt.Errorf("index page: %w", err)
 		}
 		w.ch.Pages = append(w.ch.Pages, p)

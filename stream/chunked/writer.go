@@ -439,6 +439,12 @@ func (w *writer) run() {
 	for {
 		w.takeIntake()
 		if (w.isClosing || ctxDone == nil) && len(w.queue) == 0 && len(w.pending) == 0 && w.outstanding == 0 {
+			if w.isClosing && ctxDone != nil && w.failed == nil && w.sinceManifest > 0 && w.s.opts.CheckpointChunks > 0 {
+				// A graceful close checkpoints, so that the next open
+				// walks from here instead of over every chunk since the
+				// last manifest (one GET each).
+				w.checkpoint(ctx)
+			}
 			w.closeIntake(w.closedErr())
 			return
 		}
@@ -581,7 +587,7 @@ func (w *writer) place(p *pend, slot uint64, base int64) {
 	p.id = w.s.newPutID()
 	var spans []batchSpan
 	p.data, spans, p.mem = w.chunkBuffer(p)
-	sealChunk(p.data, chunkData, w.self, base, p.id, spans)
+	sealChunk(p.data, w.l.seed, chunkData, w.self, base, p.id, spans)
 	p.state = stInflight
 	p.gen++
 	w.startPut(p)
@@ -741,6 +747,7 @@ func (w *writer) onProbe(r probeResult) {
 		// One's own manifest (a trim whose put outcome was unknown), or
 		// an older session's: move on to the next version.
 		w.ch.KnownV = max(w.ch.KnownV, r.v)
+		w.adoptOwn(r.m)
 	}
 }
 

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -30,6 +30,8 @@ type options struct {
 	sha256Err    error
 	logger       *slog.Logger
 	startTimeout time.Duration
+	args         []string
+	restartDelay time.Duration
 }
 
 // WithSHA256 pins the driver binary: Start refuses to run it unless the
@@ -47,6 +49,13 @@ func WithSHA256(sum string) Option {
 		}
 		o.sha256 = b
 	}
+}
+
+// WithArgs passes args to the driver binary on its command line. Other
+// users of the machine can read a command line: args must hold no secret
+// (config travels in OpenStore).
+func WithArgs(args ...string) Option {
+	return func(o *options) { o.args = append([]string(nil), args...) }
 }
 
 // WithLogger sets the slog.Logger that receives the driver process's logs
@@ -74,7 +83,7 @@ const exitGrace = 2 * time.Second
 type Client struct {
 	binary string
 	pc     *goplugin.Client
-	cmd    *exec.Cmd
+	proc   *procRunner
 	rpc    streamv1.DriverClient // the go-plugin connection (AutoMTLS)
 	logger *slog.Logger
 
@@ -94,6 +103,9 @@ type Client struct {
 	closeOnce sync.Once
 	closeErr  error
 	closed    chan struct{}
+	// diedFirst: the process had exited before Close, so calls keep
+	// failing with ErrUnavailable naming the exit.
+	diedFirst atomic.Bool
 }
 
 // clients is the set of running Clients, for CleanupClients.
@@ -125,17 +137,21 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
 	}
-	cmd := exec.Command(binary)
+	var (
+		env   []string
+		extra []*os.File
+		proc  *procRunner // set by the RunnerFunc once go-plugin starts
+	)
 	data, err := newDataPair()
 	if err != nil {
 		o.logger.Warn("strata plugin: no data channel; bulk calls use the go-plugin connection", "error", err)
 	} else {
-		cmd.Env, cmd.ExtraFiles = data.attach(cmd.Env, cmd.ExtraFiles)
+		env, extra = data.attach(env, extra)
 	}
 	cfg := &goplugin.ClientConfig{
 		HandshakeConfig:  handshake,
 		VersionedPlugins: pluginSets(nil),
-		Cmd:              cmd,
+		RunnerFunc:       runnerFunc(binary, &o, env, extra, &proc),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     timeout,
@@ -146,9 +162,6 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 			grpc.WithReadBufferSize(socketBufferBytes),
 			grpc.WithWriteBufferSize(socketBufferBytes),
 		},
-	}
-	if o.sha256 != nil {
-		cfg.SecureConfig = &goplugin.SecureConfig{Checksum: o.sha256, Hash: sha256.New()}
 	}
 	pc := goplugin.NewClient(cfg)
 
@@ -204,7 +217,7 @@ func Start(ctx context.Context, binary string, opts ...Option) (*Client, error) 
 	c := &Client{
 		binary: binary,
 		pc:     pc,
-		cmd:    cmd,
+		proc:   proc,
 		rpc:    rpc,
 		bulk:   rpc,
 		logger: o.logger,
@@ -247,10 +260,11 @@ func (c *Client) watchExit() {
 	for !c.pc.Exited() {
 		<-t.C
 	}
-	// Exited() took go-plugin's lock after its Wait returned, so reading
-	// ProcessState here is ordered after the write.
+	// go-plugin's Wait returned after the runner's, which closed
+	// proc.exited after the process's Wait set ProcessState.
+	<-c.proc.exited()
 	msg := "exited"
-	if ps := c.cmd.ProcessState; ps != nil {
+	if ps := c.proc.cmd.ProcessState; ps != nil {
 		msg = ps.String()
 	}
 	c.exitMsg = msg
@@ -260,10 +274,10 @@ func (c *Client) watchExit() {
 
 // Pid is the driver's process id.
 func (c *Client) Pid() int {
-	if c.cmd.Process == nil {
+	if c.proc.cmd.Process == nil {
 		return 0
 	}
-	return c.cmd.Process.Pid
+	return c.proc.cmd.Process.Pid
 }
 
 // Binary is the path of the driver binary.
@@ -272,18 +286,16 @@ func (c *Client) Binary() string { return c.binary }
 // Exited is closed once the driver process has exited.
 func (c *Client) Exited() <-chan struct{} { return c.exited }
 
-// Kill sends SIGKILL to the driver process and waits until it has exited.
+// Kill sends SIGKILL to the driver process (and its process group) and waits until it has exited.
 // Every pending and later call on its stores and streams fails with
 // stream.ErrUnavailable. It is meant for crash tests; Close is the orderly
 // way to stop a driver.
 func (c *Client) Kill() error {
-	if p := c.cmd.Process; p != nil {
-		if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			select {
-			case <-c.exited:
-			default:
-				return fmt.Errorf("kill driver process %d (%s): %w", c.Pid(), c.binary, err)
-			}
+	if err := c.proc.Kill(context.Background()); err != nil {
+		select {
+		case <-c.exited:
+		default:
+			return fmt.Errorf("kill driver process %d (%s): %w", c.Pid(), c.binary, err)
 		}
 	}
 	<-c.exited
@@ -296,6 +308,11 @@ func (c *Client) Kill() error {
 // Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		select {
+		case <-c.exited:
+			c.diedFirst.Store(true)
+		default:
+		}
 		close(c.closed)
 		c.cancel()
 		c.pc.Kill()
@@ -381,6 +398,9 @@ func (c *Client) exitErr(what string) error {
 
 // check fails fast when the Client is closed or its process has exited.
 func (c *Client) check(what string) error {
+	if c.diedFirst.Load() {
+		return c.exitErr(what)
+	}
 	if c.isClosed() {
 		return fmt.Errorf("%w: %s: %s was closed", stream.ErrClosed, what, c.describe())
 	}

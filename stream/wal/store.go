@@ -402,3 +402,28 @@ func (s *Store) background(ctx context.Context) {
 
 // Options returns the store's options with their defaults filled in.
 func (s *Store) Options() Options { return s.opts }
+
+// driverHealth is what a supervised plugin store reports of its driver
+// process (stream/plugin's Supervisor; the broker reads it for readiness).
+type driverHealth interface {
+	DriverUp() bool
+	DriverRestarts() int64
+}
+
+// DriverUp reports the base's driver health: true unless the base is a
+// store whose driver process is down (being restarted).
+func (s *Store) DriverUp() bool {
+	if h, ok := s.base.(driverHealth); ok {
+		return h.DriverUp()
+	}
+	return true
+}
+
+// DriverRestarts is how often the base's driver process was restarted (0
+// for a base that has no process of its own).
+func (s *Store) DriverRestarts() int64 {
+	if h, ok := s.base.(driverHealth); ok {
+		return h.DriverRestarts()
+	}
+	return 0
+}
