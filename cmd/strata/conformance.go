@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,12 +62,7 @@ type reportJSON struct {
 
 // runConformance implements `strata conformance`.
 func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("strata conformance", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, conformanceUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("strata conformance", conformanceUsage, stderr)
 	var (
 		driver     = fs.String("driver", "", "built-in driver name or path of a driver plugin binary (required)")
 		configPath = fs.String("config", "", "driver config file (YAML or JSON)")
@@ -83,11 +76,8 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		scale      = fs.Float64("scale", 1, "scale the sizes of the load-bearing cases (e.g. 0.25 for a slow backend)")
 		verbose    = fs.Bool("v", false, "print every case's log, and the driver's logs at debug level")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "strata conformance: %s\n", oneLine(fmt.Sprintf(format, a...)))
