@@ -71,4 +71,3 @@ func TestFencingFailurePointsAtStoragetest(t *testing.T) {
 type nopClose struct{ chunked.Storage }
 
 func (nopClose) Close() error { return nil }
-
