@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -77,10 +78,20 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// TestExitStatus: the built binary exits with run's code (go run would
-// turn every failure into 1).
+// exitStatusChild makes the test binary the strata command in the child
+// processes of TestExitStatus.
+const exitStatusChild = "STRATA_TEST_AS_MAIN"
+
+func init() {
+	if os.Getenv(exitStatusChild) == "1" {
+		main() // exits
+	}
+}
+
+// TestExitStatus: the process exits with run's code (main's os.Exit; go
+// run would turn every failure into 1). The child is this test binary
+// running main.
 func TestExitStatus(t *testing.T) {
-	bin := buildBinary(t, t.TempDir(), "strata", "github.com/stratastream/strata/cmd/strata")
 	for _, c := range []struct {
 		args []string
 		want int
@@ -91,7 +102,9 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"frobnicate"}, 2},
 		{nil, 2},
 	} {
-		err := exec.CommandContext(context.Background(), bin, c.args...).Run()
+		cmd := exec.CommandContext(context.Background(), os.Args[0], c.args...)
+		cmd.Env = append(os.Environ(), exitStatusChild+"=1")
+		err := cmd.Run()
 		code := 0
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
