@@ -51,7 +51,7 @@ func Open(ctx context.Context, doc []byte) (stream.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return chunked.NewStore(st, chunked.Options{Driver: "dirstore", Version: "0.1.0", Volatile: false, LocalNamespace: false})
+	return chunked.NewStore(st, chunked.Options{Driver: "dirstore", Version: "0.1.0", Durable: true, SharedNamespace: true})
 }
 
 // Storage is a chunked.Storage on a directory. Key "a/b/c" is the file
