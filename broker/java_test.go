@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratastream/strata/internal/testbed"
 )
 
 // TestJavaClient runs the Apache Kafka Java client (kafka-clients 4.3.1
@@ -154,6 +156,7 @@ func javaClient(t *testing.T) func(class string, args ...string) string {
 // tools), where a missing tool fails the test: no silent skips in CI.
 func requireTool(t *testing.T, tool, install string) {
 	t.Helper()
+	testbed.SkipShort(t, tool)
 	if _, err := exec.LookPath(tool); err != nil {
 		if os.Getenv("STRATA_FULL_TESTS") != "" {
 			t.Fatalf("%s is not installed (%s) and STRATA_FULL_TESTS is set", tool, install)

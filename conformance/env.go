@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 
 	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/chunked"
 )
 
 // env is what a case runs with: its T, the harness, a seeded RNG, stream
@@ -24,6 +25,7 @@ type env struct {
 	prefix string
 	info   stream.Info
 	ctx    context.Context
+	engine bool // a store of the case is a *chunked.Store (in process)
 
 	// restart starts the backend again after stopBackend (fault family).
 	restart func()
@@ -46,7 +48,32 @@ func runCase(t T, h Harness, c Case, seed int64, run string) {
 			}
 		})
 	}
+	if fencingCase(c) {
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s", e.fencingHint())
+			}
+		})
+	}
 	c.run(e)
+}
+
+// fencingCase reports whether c checks fencing: its failure on the chunked
+// engine most often means a Storage that storagetest would refuse.
+func fencingCase(c Case) bool {
+	return c.Family == FamilyFencing || c.FullName() == FamilyLinearizability+"/takeovers"
+}
+
+// fencingHint is logged when a fencing case fails: on the chunked engine,
+// fencing is only as good as the Storage's put-if-absent.
+func (e *env) fencingHint() string {
+	who := "If this store runs on the chunked engine (chunked.NewStore), its"
+	if e.engine {
+		who = "This store runs on the chunked engine: its"
+	}
+	return who + " fencing rests on the chunked.Storage: PutIfAbsent must let exactly one of racing writers in any process win, durable on return, " +
+		"and Get, Stat and List must never report an unreachable backend as a missing key. " +
+		"Run the Storage suite, storagetest.Run (conformance/storagetest), on the Storage: it checks exactly that (docs/writing-a-driver.md)"
 }
 
 func newRunID() string {
@@ -72,8 +99,16 @@ func (e *env) store() stream.Store {
 		e.t.Fatalf("Harness.NewStore returned nil")
 	}
 	e.info = s.Info()
+	e.noteEngine(s)
 	e.closeLater(s)
 	return s
+}
+
+// noteEngine records whether s runs on the chunked engine in this process.
+func (e *env) noteEngine(s stream.Store) {
+	if _, ok := s.(*chunked.Store); ok {
+		e.engine = true
+	}
 }
 
 // A crashed store is closed too, once the case is over: in-process its
@@ -100,6 +135,7 @@ func (e *env) second(s stream.Store) stream.Store {
 	if s2 == nil {
 		e.t.Fatalf("Harness.Second returned nil")
 	}
+	e.noteEngine(s2)
 	e.closeLater(s2)
 	return s2
 }

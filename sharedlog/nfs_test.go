@@ -18,6 +18,7 @@ import (
 // testbed cannot start.
 func nfsConfig(t testing.TB) []byte {
 	t.Helper()
+	testbed.SkipShort(t, "the nfs testbed (testbed/up nfs)")
 	env, err := testbed.Env("nfs", "STRATA_NFS_CONFIG")
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -66,12 +65,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if len(args) > 0 && args[0] == "report" {
 		return runBenchReport(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("strata bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("strata bench", benchUsage, stderr)
 	var (
 		workloads  = fs.String("workload", bench.WorkloadAppend, "workloads: "+strings.Join(bench.Workloads, ", "))
 		driver     = fs.String("driver", "memory", "built-in driver name or path of a driver plugin binary")
@@ -94,8 +88,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		jsonOut    = fs.Bool("json", false, "print one JSON report on stdout")
 		outDir     = fs.String("out", "", "directory for report.json and PNG charts")
 	)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "strata bench: unexpected arguments %q\n", fs.Args())
@@ -378,17 +372,12 @@ func writeBenchOut(dir string, rep bench.Report) error {
 
 // runBenchReport implements `strata bench report`.
 func runBenchReport(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("strata bench report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("strata bench report", benchUsage, stderr)
 	outDir := fs.String("out", "", "directory for the merged report.json and the charts")
 	mdPath := fs.String("md", "", "write the Markdown section here (default stdout)")
 	chartPath := fs.String("chart-path", "", "the charts' path as the Markdown links them (default --out)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "strata bench report: no report files")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -66,12 +64,7 @@ type reportJSON struct {
 
 // runConformance implements `strata conformance`.
 func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("strata conformance", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, conformanceUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("strata conformance", conformanceUsage, stderr)
 	var (
 		driver     = fs.String("driver", "", "built-in driver name or path of a driver plugin binary (required)")
 		configPath = fs.String("config", "", "driver config file (YAML or JSON)")
@@ -86,11 +79,8 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		streamSets = fs.Bool("stream-sets", false, "run the cases on virtual streams (stream/wal, as strata serve does by default) over the out-of-process driver")
 		verbose    = fs.Bool("v", false, "print every case's log, and the driver's logs at debug level")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "strata conformance: %s\n", oneLine(fmt.Sprintf(format, a...)))

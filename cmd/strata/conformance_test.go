@@ -120,6 +120,7 @@ func TestConformanceMemoryJSON(t *testing.T) {
 	if n != len(all) {
 		t.Fatalf("junit holds %d test cases, want %d", n, len(all))
 	}
+	checkGuideJSON(t, stdout, rep)
 }
 
 // TestConformanceFailsOnBrokenDriver runs a byte-flipping driver: the

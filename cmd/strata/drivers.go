@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,19 @@ import (
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/plugin"
 )
+
+const driversUsage = `Usage: strata drivers [--json]
+
+Lists the built-in drivers (memory, nfs, s3, azure, hdfs) and the plugin
+binaries named strata-driver-* on $STRATA_PLUGIN_DIR. Each is launched
+out-of-process and asked for its Info through a store opened with its
+config: the file in $STRATA_<NAME>_CONFIG when set, an empty config for
+memory and plugin binaries, a fresh temporary directory for nfs. A driver
+that cannot open a store is still listed, with the error. Exit status: 0
+listed, 2 bad input.
+
+Flags:
+`
 
 // driverEntry is one row of `strata drivers`.
 type driverEntry struct {
@@ -34,10 +46,13 @@ type driverEntry struct {
 // temporary directory for nfs. A driver that needs a config it was not given
 // is still launched (proving it is a Strata plugin) and says so.
 func runDrivers(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("strata drivers", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("strata drivers", driversUsage, stderr)
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
-	if err := fs.Parse(args); err != nil {
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "strata drivers: unexpected argument %q (flags only; see strata drivers -h)\n", fs.Arg(0))
 		return 2
 	}
 	var entries []driverEntry

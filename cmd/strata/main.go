@@ -37,6 +37,11 @@ Usage:
                                  race owners with increasing epochs and verify every ack (see strata soak -h)
   strata bench [flags]           benchmark workloads on a driver or a broker (see strata bench -h)
   strata version                 print the version
+  strata help [COMMAND]          this text, or a command's usage (as strata COMMAND --help)
+
+Exit status: 0 success, 1 a check or workload failed, 2 bad usage or input.
+Under go run every failure exits 1 (go run prints "exit status N"): build
+the binary (go build -o strata ./cmd/strata) to see the real one.
 
 `
 
@@ -76,6 +81,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "strata", version)
 		return 0
 	case "help", "-h", "--help":
+		if args[0] == "help" && len(args) > 1 {
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

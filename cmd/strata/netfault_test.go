@@ -225,6 +225,7 @@ func (p *faultProxy) netFault(round int, rng *rand.Rand) (string, func()) {
 // environment of testbed/up.
 func privateTestbedEnv(t *testing.T, name, want string, extraEnv ...string) map[string]string {
 	t.Helper()
+	testbed.SkipShort(t, "a private "+name+" testbed (testbed/up "+name+")")
 	dir := t.TempDir()
 	script := func(verb string) *exec.Cmd {
 		cmd := exec.Command(filepath.Join(testbed.RepoRoot(), "testbed", verb), name)

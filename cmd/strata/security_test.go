@@ -118,6 +118,10 @@ retry: {max_attempts: 1}
 	}
 	// The real backends with the right endpoint and a wrong secret: the
 	// backend's own authentication error comes back through the driver.
+	if testing.Short() {
+		t.Log("under -short: without the MinIO and Azurite cases (they need the testbeds)")
+		return cfgs
+	}
 	s3env, err := testbed.Env("minio", "STRATA_S3_CONFIG")
 	if err != nil {
 		t.Fatalf("minio testbed: %v", err)

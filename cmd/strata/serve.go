@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -174,12 +173,7 @@ func parseServeConfig(b []byte) (serveConfig, error) {
 
 // runServe implements `strata serve`.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("strata serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, serveUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("strata serve", serveUsage, stderr)
 	var (
 		configPath = fs.String("config", "", "broker config file (YAML): drivers to load, topics routing, listeners")
 		listen     = fs.String("listen", "", "Kafka listener HOST:PORT (default 127.0.0.1:9092)")
@@ -190,11 +184,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		logFormat  = fs.String("log-format", "", "log format: text or json")
 		logLevel   = fs.String("log-level", "", "log level: debug, info, warn, error")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "strata serve: %s\n", fmt.Sprintf(format, a...))

@@ -459,6 +459,7 @@ topics:
 // TestServeOnMinIO runs the broker on the s3 driver (a built-in plugin)
 // against the MinIO testbed and round-trips records through kgo.
 func TestServeOnMinIO(t *testing.T) {
+	testbed.SkipShort(t, "the minio testbed")
 	env, err := testbed.Env("minio", "STRATA_S3_CONFIG")
 	if err != nil {
 		t.Fatalf("MinIO testbed: %v", err)

@@ -67,9 +67,7 @@ type soakJSON struct {
 
 // runSoak is `strata soak`.
 func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("strata soak", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, soakUsage); fs.PrintDefaults() }
+	fs := newFlagSet("strata soak", soakUsage, stderr)
 	var (
 		driver     = fs.String("driver", "", "built-in driver name or plugin binary path (required)")
 		configPath = fs.String("config", "", "driver config file (YAML or JSON); default: a temporary directory for nfs, $STRATA_<NAME>_CONFIG for the others")
@@ -88,8 +86,8 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		duration   = fs.Duration("duration", 0, "start no round after this long (0: no limit) and verify the rounds that ran; each round is unchanged")
 		leakWait   = fs.Duration("leak-wait", 10*time.Second, "longest to wait after the run for goroutines to settle and driver processes to exit before they count as leaked")
 	)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if done, code := parseFlags(fs, args, stdout); done {
+		return code
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "strata soak: "+format+"\n", a...)

@@ -52,5 +52,9 @@ func OpenStorage(ctx context.Context, config []byte) (*Storage, error) {
 
 // engineOptions maps a defaulted config to the engine's options.
 func engineOptions(cfg Config) chunked.Options {
-	return cfg.Engine.Options(DriverName, Version, cfg.Timeouts.Operation)
+	o := cfg.Engine.Options(DriverName, Version, cfg.Timeouts.Operation)
+	// A Put Blob that returned is stored by the service, and every client
+	// of the container sees it.
+	o.Durable, o.SharedNamespace = true, true
+	return o
 }

@@ -57,5 +57,9 @@ func OpenStorage(ctx context.Context, config []byte) (*Storage, error) {
 // engineOptions maps a defaulted config to the engine's options; the
 // engine bounds each Storage call by timeouts.operation.
 func engineOptions(cfg Config) chunked.Options {
-	return cfg.Engine.Options(DriverName, Version, cfg.Timeouts.Operation)
+	o := cfg.Engine.Options(DriverName, Version, cfg.Timeouts.Operation)
+	// A put is published only once its file's Close succeeded (HDFS has
+	// it replicated), and every client of the NameNode sees it.
+	o.Durable, o.SharedNamespace = true, true
+	return o
 }

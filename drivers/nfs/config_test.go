@@ -33,11 +33,11 @@ func TestParseConfig(t *testing.T) {
 		t.Fatalf("parsed URL %+v", c)
 	}
 	o := c.engineOptions(nil)
-	if o.Driver != "nfs" || !o.Volatile {
+	if o.Driver != "nfs" || o.Durable || !o.SharedNamespace {
 		t.Fatalf("engine options with fsync off: %+v", o)
 	}
-	if c, _ := ParseConfig([]byte("root: /x")); c.engineOptions(nil).Volatile {
-		t.Fatal("engine options with fsync on (the default) claim a volatile store")
+	if c, _ := ParseConfig([]byte("root: /x")); !c.engineOptions(nil).Durable {
+		t.Fatal("engine options with fsync on (the default) do not claim a durable store")
 	}
 }
 

@@ -51,7 +51,8 @@ func OpenConfig(ctx context.Context, c Config, logger *slog.Logger) (stream.Stor
 // engineOptions are the chunked.Options of a config.
 func (c Config) engineOptions(logger *slog.Logger) chunked.Options {
 	o := c.engine().Options(driverName, Version, 0)
-	o.Volatile = !c.fsync() // acks survive the host only with fsync
+	o.Durable = c.fsync()    // acks survive the host only with fsync
+	o.SharedNamespace = true // every process on the root sees its files
 	o.Logger = logger
 	return o
 }

@@ -39,5 +39,9 @@ func OpenStorage(ctx context.Context, config []byte) (*Storage, error) {
 // engine's options. The engine bounds each Storage call by the same
 // operation timeout the driver's retries run within.
 func engineOptions(cfg Config) chunked.Options {
-	return cfg.Engine.Options(DriverName, Version, cfg.Timeouts.Operation)
+	o := cfg.Engine.Options(DriverName, Version, cfg.Timeouts.Operation)
+	// A PutObject that returned is stored by the service, and every client
+	// of the bucket sees it.
+	o.Durable, o.SharedNamespace = true, true
+	return o
 }

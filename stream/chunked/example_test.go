@@ -13,7 +13,7 @@ import (
 // stream.Store. Here the Storage is the in-memory one.
 func ExampleNewStore() {
 	ctx := context.Background()
-	store, err := chunked.NewStore(chunked.NewMemStorage(), chunked.Options{Driver: "example", Volatile: true})
+	store, err := chunked.NewStore(chunked.NewMemStorage(), chunked.Options{Driver: "example"})
 	if err != nil {
 		panic(err)
 	}

@@ -52,13 +52,15 @@ type Options struct {
 	// A put that times out has an unknown outcome and is handled as such;
 	// the append it carries fails with ErrUnavailable.
 	OpTimeout time.Duration
-	// Volatile says the Storage does not survive the host (Info.Durable
-	// false). The zero value claims durability: the engine acks only what
-	// the Storage made durable, so it is durable iff the Storage is.
-	Volatile bool
-	// LocalNamespace says Stores on the same Storage config in other
-	// processes do not share streams (Info.SharedNamespace false).
-	LocalNamespace bool
+	// Durable declares that a put the Storage returned from survives the
+	// loss of the process and of the host (Info.Durable). The engine acks
+	// only what the Storage has made durable, so the Store is durable iff
+	// the Storage is. The zero value claims nothing.
+	Durable bool
+	// SharedNamespace declares that Storages opened on the same config in
+	// other processes see the same objects, so Stores on them share
+	// streams (Info.SharedNamespace). The zero value claims nothing.
+	SharedNamespace bool
 	// Logger receives the engine's structured logs (default: discard).
 	Logger *slog.Logger
 	// NewID returns unique ids for incarnations and put ids (default:

@@ -73,8 +73,8 @@ func (s *Store) Info() stream.Info {
 		MaxProperties:   s.opts.MaxProperties,
 		MaxFetchBytes:   s.opts.MaxFetchBytes,
 		ReadOnlyOpen:    true,
-		Durable:         !s.opts.Volatile,
-		SharedNamespace: !s.opts.LocalNamespace,
+		Durable:         s.opts.Durable,
+		SharedNamespace: s.opts.SharedNamespace,
 	}
 }
 

@@ -136,7 +136,8 @@ func (e Engine) Validate(driver, prefix string) error {
 
 // Options maps e to the engine's options for the named driver. opTimeout
 // bounds each Storage call (chunked.Options.OpTimeout; 0: the engine's
-// default); a driver sets its other options (Logger, Volatile) itself.
+// default); a driver sets its other options (Logger, and what its Storage
+// delivers: Durable, SharedNamespace) itself.
 func (e Engine) Options(driver, version string, opTimeout time.Duration) chunked.Options {
 	return chunked.Options{
 		Driver:            driver,

@@ -16,10 +16,12 @@ import (
 
 // TestbedConfig returns the driver config that `testbed/up NAME` wrote
 // (the file named by its envVar, such as STRATA_S3_CONFIG), parsed by
-// parse. It fails t (never skips) when the testbed cannot be started or
-// its config does not parse.
+// parse. It skips t under -short (the fast tier starts no backend) and
+// otherwise fails t (never skips) when the testbed cannot be started or its
+// config does not parse.
 func TestbedConfig[C any](t testing.TB, name, envVar string, parse func([]byte) (C, error)) C {
 	t.Helper()
+	testbed.SkipShort(t, "the "+name+" testbed (testbed/up "+name+")")
 	env, err := testbed.Env(name, envVar)
 	if err != nil {
 		t.Fatalf("%s testbed: %v", name, err)
@@ -77,9 +79,11 @@ func DeleteAll[S chunked.Storage](t testing.TB, what string, open func(context.C
 }
 
 // Ctl runs testbed/ctl with args (such as "azurite", "stop"), failing t
-// with its output when it fails.
+// with its output when it fails. It skips t under -short, like
+// TestbedConfig.
 func Ctl(t testing.TB, args ...string) {
 	t.Helper()
+	testbed.SkipShort(t, "testbed/ctl "+strings.Join(args, " "))
 	out, err := exec.Command(filepath.Join(testbed.RepoRoot(), "testbed", "ctl"), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("testbed/ctl %s: %v\n%s", strings.Join(args, " "), err, out)
