@@ -25,6 +25,7 @@ import (
 
 	"github.com/stratastream/strata/drivers/nfs"
 	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/stream/wal"
 )
 
 func freePort(t *testing.T) string {
@@ -431,9 +432,14 @@ topics:
 	if c := <-done; c != 0 {
 		t.Fatalf("serve exit %d:\n%s", c, e.String())
 	}
-	// List the streams each root holds through the nfs driver.
+	// List the streams each root holds through the nfs driver, as the
+	// broker sees them (stream sets on, its default).
 	list := func(root, prefix string) []string {
-		st, err := nfs.Open(context.Background(), fmt.Appendf(nil, "root: %s\n", root))
+		base, err := nfs.Open(context.Background(), fmt.Appendf(nil, "root: %s\n", root))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := wal.NewStore(base, wal.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
