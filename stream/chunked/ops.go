@@ -196,7 +196,10 @@ func (s *Store) getPage(ctx context.Context, l layout, p pageRef) ([]indexEntry,
 // empty.
 func (s *Store) getChunkHeader(ctx context.Context, l layout, seq uint64) (h chunkHeader, ok bool, err error) {
 	key := l.chunk(seq)
-	b, err := s.get(ctx, key, 0, chunkHeaderLen)
+	// One GET either way: a small chunk comes whole, and goes to the
+	// cache, so that a replay after the walk (a new owner reading the
+	// tail) reads it again from memory, not from the backend.
+	b, err := s.get(ctx, key, 0, walkReadAhead)
 	if errors.Is(err, stream.ErrNotFound) {
 		return h, false, nil
 	}
@@ -207,8 +210,16 @@ func (s *Store) getChunkHeader(ctx context.Context, l layout, seq uint64) (h chu
 	if err != nil {
 		return h, false, fmt.Errorf("stream %q: %s: %w", l.name, key, err)
 	}
+	if len(b) < walkReadAhead {
+		if _, batches, derr := decodeChunk(b, l.seed); derr == nil {
+			s.cache.add(l, seq, h.PutID, batches, len(b), nil)
+		}
+	}
 	return h, true, nil
 }
+
+// walkReadAhead is how much of a chunk a walk reads: all of a small one.
+const walkReadAhead = 64 << 10
 
 // readHint returns the manifest version the hint names, or 0 when it is
 // absent or unreadable (the hint is only a starting point: R4 probing
