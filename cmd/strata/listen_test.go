@@ -105,7 +105,7 @@ func TestServeSurvivesFDExhaustion(t *testing.T) {
 	addr := freePort(t)
 	p := startServeCmd(t, exec.Command("prlimit", "--nofile=300:300", bin, "serve", "--data", filepath.Join(dir, "data"), "--listen", addr))
 	exited := make(chan error, 1)
-	go func() { exited <- p.cmd.Wait() }()
+	go func() { exited <- p.wait() }()
 	if err := produceOne(addr, "fd"); err != nil {
 		t.Fatalf("produce before: %v", err)
 	}

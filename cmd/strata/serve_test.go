@@ -38,10 +38,20 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// serveProc is a `strata serve` child process.
+// serveProc is a `strata serve` child process. One goroutine waits for
+// it; wait returns what that Wait returned (exec.Cmd.Wait may be called
+// only once).
 type serveProc struct {
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	cmd     *exec.Cmd
+	stderr  *bytes.Buffer
+	done    chan struct{}
+	waitErr error
+}
+
+// wait waits for the process to exit and returns its Wait error.
+func (p *serveProc) wait() error {
+	<-p.done
+	return p.waitErr
 }
 
 func startServe(t *testing.T, bin string, args ...string) *serveProc {
@@ -62,8 +72,9 @@ func startServeCmd(t *testing.T, cmd *exec.Cmd) *serveProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &serveProc{cmd: cmd, stderr: &errb}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	p := &serveProc{cmd: cmd, stderr: &errb, done: make(chan struct{})}
+	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = p.wait() })
 	line := make(chan string, 1)
 	go func() {
 		b := make([]byte, 4096)
@@ -113,7 +124,7 @@ func TestServeFailoverKill9(t *testing.T) {
 	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = p1.cmd.Wait()
+	_ = p1.wait()
 	before := pr.n()
 	t.Logf("killed broker 1 (SIGKILL) with %d records acked", before)
 	time.Sleep(300 * time.Millisecond)
@@ -542,7 +553,7 @@ func TestServeExitsWhenTakenOver(t *testing.T) {
 	old := startServe(t, bin, "--data", data, "--listen", freePort(t))
 	startServe(t, bin, "--data", data, "--listen", freePort(t))
 	exited := make(chan error, 1)
-	go func() { exited <- old.cmd.Wait() }()
+	go func() { exited <- old.wait() }()
 	select {
 	case err := <-exited:
 		code := -1
