@@ -1,9 +1,11 @@
 package wal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -233,7 +235,11 @@ func (h *vstream) failedBatch(items []*queued, err error) {
 		}
 		return
 	}
+	// Keep them in offset order: the acker fails the queued appends of an
+	// ended WAL before its later in-flight batches, and settling
+	// re-appends the taken-back entries in this order.
 	h.retry = append(h.retry, items...)
+	slices.SortFunc(h.retry, func(a, b *queued) int { return cmp.Compare(a.e.base, b.e.base) })
 	if h.state == live {
 		h.state, h.why = broken, err
 	}
