@@ -606,7 +606,9 @@ func (h *vstream) Trim(ctx context.Context, newStart int64) error {
 	defer h.opMu.Unlock()
 	h.mu.Lock()
 	err := h.stateErrLocked()
-	state, acked, cur := h.state, h.acked, max(h.start, h.lastStart)
+	// Only a start a record was acknowledged with is durable: a trim
+	// whose record failed (lastStart) may not have landed.
+	state, acked, cur := h.state, h.acked, h.start
 	h.mu.Unlock()
 	if err != nil {
 		return err
@@ -641,10 +643,10 @@ func (h *vstream) Trim(ctx context.Context, newStart int64) error {
 		return err
 	}
 	h.mu.Lock()
-	h.start = newStart
-	dataNext := h.dataNext
+	h.start = max(newStart, h.lastStart) // the start the record carried
+	start, dataNext := h.start, h.dataNext
 	h.mu.Unlock()
-	if t := min(newStart, dataNext); t > h.data.StartOffset() {
+	if t := min(start, dataNext); t > h.data.StartOffset() {
 		if err := h.data.Trim(ctx, t); err != nil {
 			h.s.log.Debug("wal: trimming a data stream failed; the next trim retries", "stream", h.name, "err", err)
 		}
