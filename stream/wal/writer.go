@@ -52,6 +52,7 @@ type writer struct {
 	timer      *time.Timer
 	inflight   int
 	err        error // set once: the WAL is dead (W7)
+	closing    bool  // close has begun: no new appends; those in flight complete
 	acked      int64 // end of the acknowledged WAL batches
 	trimmed    int64 // the WAL is trimmed below this
 	claims     map[id]*claim
@@ -93,6 +94,9 @@ func (w *writer) enqueue(q *queued) error {
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
+	}
+	if w.closing {
+		return fmt.Errorf("%w: WAL %s closed", stream.ErrClosed, w.name)
 	}
 	if len(w.queue) == 0 {
 		w.queuedAt = time.Now()
@@ -264,15 +268,21 @@ func (w *writer) close() {
 			w.timer.Stop()
 			w.timer = nil
 		}
-		if w.err == nil {
-			w.err = fmt.Errorf("%w: WAL %s closed", stream.ErrClosed, w.name)
-		}
+		// The batches in flight complete as the base answers them: one
+		// that lands is acknowledged (the WAL does not end by a close
+		// before its last ack, W7 is for failed appends).
+		w.closing = true
 		rest := w.queue
 		w.queue = nil
 		close(w.flushes)
 		w.mu.Unlock()
 		w.failItems(rest, stream.ErrClosed)
 		<-w.ackerDone
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = fmt.Errorf("%w: WAL %s closed", stream.ErrClosed, w.name)
+		}
+		w.mu.Unlock()
 		_ = w.base.Close()
 	})
 }
