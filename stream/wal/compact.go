@@ -125,7 +125,10 @@ func (h *vstream) compact(ctx context.Context, kind byte) error {
 		k++
 	}
 	c.tail = append([]tailEntry(nil), c.tail[k:]...)
-	park := kind == kindClose || (len(c.tail) == 0 && h.inflight == 0)
+	// A WAL append that failed during the copy broke the session: its
+	// entries may be in the WAL (readers may have seen them), so the
+	// record keeps naming it until settling has fenced and copied it (W7).
+	park := kind == kindClose || (len(c.tail) == 0 && h.inflight == 0 && h.state == live && len(h.retry) == 0)
 	if park {
 		h.cl = nil // appends from now on claim again, after this record
 	}
