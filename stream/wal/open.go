@@ -353,7 +353,13 @@ func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, [
 	}
 	st, err := s.base.Open(ctx, name, opts)
 	if errors.Is(err, stream.ErrNotFound) {
-		return nil, nil, fmt.Errorf("%w: WAL %s, named by a meta record, does not exist", stream.ErrCorrupt, name)
+		// A sweeper deleted it: it fenced the WAL and then found no last
+		// record naming it, so a record naming it landed after the fence,
+		// and a claim's entries go to the WAL only after its record is
+		// acknowledged: the WAL held none of them. (GC deletes a WAL of
+		// its own session only once no claim on it can be named.)
+		s.log.Info("wal: a WAL named by a meta record is gone: a sweeper deleted it before the record landed", "wal", name)
+		return map[id][]tailEntry{}, nil, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("wal: fencing WAL %s: %w", name, err)

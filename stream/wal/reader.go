@@ -209,7 +209,12 @@ func (r *roStream) refreshOnce(ctx context.Context) error {
 	}
 	if rec.wal != "" {
 		if err := r.scanWAL(ctx, rec); err != nil {
-			return err
+			if !errors.Is(err, stream.ErrNotFound) || !r.stillLast(ctx, rec) {
+				return err
+			}
+			// Deleted by a sweeper before the record landed, so it held
+			// nothing of the record's claim (see readWAL).
+			r.scanned = nil
 		}
 	} else {
 		r.scanned = nil
@@ -230,6 +235,15 @@ func (r *roStream) refreshOnce(ctx context.Context) error {
 	}
 	r.scanned = r.scanned[k:]
 	return nil
+}
+
+// stillLast says rec is still V.meta's last record.
+func (r *roStream) stillLast(ctx context.Context, rec record) bool {
+	if _, err := r.meta.Fetch(ctx, r.meta.NextOffset(), stream.NoEnd, 1); err != nil && !errors.Is(err, stream.ErrOffsetOutOfRange) {
+		return false
+	}
+	now, ok, err := lastRecord(ctx, r.meta)
+	return err == nil && ok && now == rec
 }
 
 // scanWAL reads the record's WAL from walPos to its end, keeping the
