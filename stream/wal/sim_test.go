@@ -153,7 +153,7 @@ func TestWALSimulationSurvey(t *testing.T) {
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		t.Logf("%d schedules: %s (seeds %v)", len(kinds[k]), k, kinds[k][:min(len(kinds[k]), 8)])
 	}
-	t.Logf("survey: %d schedules, %d steps; %s", runs, total.steps, total)
+	t.Logf("survey: %d schedules, %d steps; %s; %d goroutines left, %d dumps, %d sleeps", runs, total.steps, total, runtime.NumGoroutine(), simDumps, simSleeps)
 }
 
 // simKind strips the numbers from a violation message.
@@ -477,10 +477,10 @@ func (w *simWorld) enabled() []func() {
 			add(1, func() { w.closeReader(r) })
 		}
 	}
-	if len(w.procs) < 6 && live < 3 {
+	if len(w.procs) < 10 && live < 3 {
 		add(1, func() { w.newProc() })
 	}
-	if len(w.vss) < 14 {
+	if len(w.vss) < 24 {
 		for _, p := range w.procs {
 			if !p.usable() {
 				continue
@@ -492,7 +492,7 @@ func (w *simWorld) enabled() []func() {
 			}
 		}
 	}
-	if len(w.readers) < 6 {
+	if len(w.readers) < 8 {
 		for _, p := range w.procs {
 			if p.usable() {
 				for _, v := range w.streams {
@@ -549,7 +549,7 @@ func (w *simWorld) opActions(op *simOp, add func(int, func()), fault func(func()
 					w.forget()
 				})
 			})
-			fault(func() { w.act(func() { op.late, op.dead = false, true; w.logf("base: late %v dropped", op); w.forget() }) })
+			fault(w.dropLate(op))
 		}
 		return
 	}
@@ -601,7 +601,7 @@ func (w *simWorld) opActions(op *simOp, add func(int, func()), fault func(func()
 		}
 	}
 	if op.answered && op.late && !op.landed && !op.dead {
-		fault(func() { w.act(func() { op.late, op.dead = false, true; w.logf("base: late %v dropped", op); w.forget() }) })
+		fault(w.dropLate(op))
 	}
 	if op.answered || !w.firstUnanswered(op) {
 		return
@@ -630,6 +630,13 @@ func (w *simWorld) opActions(op *simOp, add func(int, func()), fault func(func()
 			w.forget()
 		})
 	})
+}
+
+// dropLate is the fault that a late operation never lands.
+func (w *simWorld) dropLate(op *simOp) func() {
+	return func() {
+		w.act(func() { op.late, op.dead = false, true; w.logf("base: late %v dropped", op); w.forget() })
+	}
 }
 
 func (w *simWorld) newProc() {

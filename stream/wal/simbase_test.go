@@ -47,9 +47,9 @@ type simOp struct {
 
 	landed   bool // applied to the memory store
 	answered bool
-	dead     bool // will never land
-	doomed   bool // an earlier in-flight append failed: this one fails too
-	late     bool // answered with an error, not landed, may still land
+	dead     bool   // will never land
+	doomed   bool   // an earlier in-flight append failed: this one fails too
+	late     bool   // answered with an error, not landed, may still land
 	failedAt uint64 // w.opSeq when answered with an error
 	// blockers are the earlier appends that failed, not landed, while this
 	// one was in flight: at the offsets call order gave it, it lands only
@@ -386,7 +386,11 @@ func (w *simWorld) sortedOps() []*simOp {
 
 // ---- quiescence ----
 
-var simStackBuf = make([]byte, 1<<20)
+var (
+	simStackBuf = make([]byte, 1<<20)
+	simDumps    int // quiescence checks, for tuning
+	simSleeps   int
+)
 
 // quiesce returns once every goroutine but the caller is blocked (on a
 // channel, a mutex, a condition, a sleep): nothing more happens until the
@@ -401,17 +405,23 @@ var simStackBuf = make([]byte, 1<<20)
 func quiesce() {
 	slept := false
 	for i := 0; ; i++ {
-		runtime.Gosched()
+		// With one P, yielding lets the runnable goroutines run; the
+		// dump (which stops the world) only confirms.
+		for range 8 {
+			runtime.Gosched()
+		}
 		n := runtime.Stack(simStackBuf, true)
 		for n == len(simStackBuf) {
 			simStackBuf = make([]byte, 2*len(simStackBuf))
 			n = runtime.Stack(simStackBuf, true)
 		}
+		simDumps++
 		if allBlocked(simStackBuf[:n]) {
 			if slept || !bytes.Contains(simStackBuf[:n], []byte(" [sleep")) {
 				return
 			}
 			slept = true
+			simSleeps++
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
