@@ -72,7 +72,11 @@ func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions
 		h.inc, h.start, h.lastStart = rec.inc, rec.start, rec.start
 		if rec.wal != "" {
 			h.opMu.Lock()
-			err = h.takeOver(ctx, rec, true)
+			if s.opts.broken.noCopy {
+				err = h.keepTail(ctx, rec)
+			} else {
+				err = h.takeOver(ctx, rec, true)
+			}
 			h.opMu.Unlock()
 		}
 	}
@@ -84,7 +88,8 @@ func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions
 		_ = h.data.Close()
 		return nil, err
 	}
-	h.next, h.acked = h.dataNext, h.dataNext
+	n := max(h.next, h.dataNext) // h.next is beyond V.data's end only under noCopy
+	h.next, h.acked = n, n
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -157,6 +162,31 @@ func (h *vstream) takeOver(ctx context.Context, rec record, claim bool) error {
 	h.s.mu.Unlock()
 	if c != nil {
 		h.s.release(c) // a claim of this session, held by an earlier handle
+	}
+	return nil
+}
+
+// keepTail is takeOver with W3b off (Options.broken.noCopy): the
+// inherited tail stays in the old WAL, named by the old record, and the
+// session's offsets continue after it; the next claim names only the new
+// WAL. Called with opMu held.
+func (h *vstream) keepTail(ctx context.Context, rec record) error {
+	entries, err := h.s.inherited(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if err := h.refreshData(ctx); err != nil {
+		return err
+	}
+	cont, err := continuation(h.name, h.dataNext, entries, false)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cl, h.next = nil, h.dataNext
+	if len(cont) > 0 {
+		h.next = cont[len(cont)-1].e.end()
 	}
 	return nil
 }
