@@ -72,11 +72,7 @@ func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions
 		h.inc, h.start, h.lastStart = rec.inc, rec.start, rec.start
 		if rec.wal != "" {
 			h.opMu.Lock()
-			if s.opts.broken.noCopy {
-				err = h.keepTail(ctx, rec)
-			} else {
-				err = h.takeOver(ctx, rec, true)
-			}
+			err = h.takeOver(ctx, rec, true)
 			h.opMu.Unlock()
 		}
 	}
@@ -140,6 +136,9 @@ func (h *vstream) takeOver(ctx context.Context, rec record, claim bool) error {
 	if err := h.refreshData(ctx); err != nil {
 		return err
 	}
+	if h.s.opts.broken.noCopy {
+		return h.keepTail(entries)
+	}
 	if err := h.copyTail(ctx, entries); err != nil {
 		return err
 	}
@@ -166,18 +165,11 @@ func (h *vstream) takeOver(ctx context.Context, rec record, claim bool) error {
 	return nil
 }
 
-// keepTail is takeOver with W3b off (Options.broken.noCopy): the
+// keepTail ends takeOver with W3b off (Options.broken.noCopy): the
 // inherited tail stays in the old WAL, named by the old record, and the
 // session's offsets continue after it; the next claim names only the new
 // WAL. Called with opMu held.
-func (h *vstream) keepTail(ctx context.Context, rec record) error {
-	entries, err := h.s.inherited(ctx, rec)
-	if err != nil {
-		return err
-	}
-	if err := h.refreshData(ctx); err != nil {
-		return err
-	}
+func (h *vstream) keepTail(entries []tailEntry) error {
 	cont, err := continuation(h.name, h.dataNext, entries, false)
 	if err != nil {
 		return err

@@ -863,16 +863,26 @@ func fetchAll(ctx context.Context, st stream.Stream) (int64, []stream.Batch, err
 }
 
 func (w *simWorld) fetchVS(vs *simVS) {
+	w.fetchClient(fmt.Sprintf("vs%d", vs.id), vs.p, vs.v, vs.st, &vs.busy, false)
+}
+
+// fetchClient reads st from its start in a goroutine and checks the view;
+// a reader's view must hold every append acked before it began.
+func (w *simWorld) fetchClient(who string, p *simProc, v string, st stream.Stream, busy *bool, reader bool) {
 	w.mu.Lock()
-	vs.busy = true
-	w.logf("vs%d: fetch-all begins", vs.id)
+	*busy = true
+	var must []simAck
+	if reader {
+		must = slices.Clone(w.acks)
+	}
+	w.logf("%s: fetch-all begins", who)
 	w.mu.Unlock()
 	go func() {
-		start, bs, err := fetchAll(context.Background(), vs.st)
+		start, bs, err := fetchAll(context.Background(), st)
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		vs.busy = false
-		w.fetched(fmt.Sprintf("vs%d fetch", vs.id), vs.p, vs.v, start, bs, err, nil)
+		*busy = false
+		w.fetched(who+" fetch", p, v, start, bs, err, must)
 	}()
 }
 
@@ -962,18 +972,7 @@ func (w *simWorld) openRO(p *simProc, v string) {
 }
 
 func (w *simWorld) fetchReader(r *simReader) {
-	w.mu.Lock()
-	r.busy = true
-	must := slices.Clone(w.acks)
-	w.logf("r%d: fetch-all begins", r.id)
-	w.mu.Unlock()
-	go func() {
-		start, bs, err := fetchAll(context.Background(), r.st)
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		r.busy = false
-		w.fetched(fmt.Sprintf("r%d fetch", r.id), r.p, r.v, start, bs, err, must)
-	}()
+	w.fetchClient(fmt.Sprintf("r%d", r.id), r.p, r.v, r.st, &r.busy, true)
 }
 
 func (w *simWorld) closeReader(r *simReader) {
