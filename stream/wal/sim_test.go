@@ -444,13 +444,20 @@ func simRunWith(seed uint64, steps int, broken brokenRules, verbose, noSweep boo
 		slices.Sort(w.trace[mark:])
 		w.mu.Unlock()
 		w.check()
-		if w.violation != "" {
+		w.mu.Lock()
+		v := w.violation
+		w.mu.Unlock()
+		if v != "" {
 			break
 		}
 	}
+	w.mu.Lock()
 	w.stats.steps = min(w.step, steps)
 	w.logf("---- the schedule ends: every process goes ----")
+	w.mu.Unlock()
 	w.finish()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	res := simResult{violation: w.violation, step: w.vstep, stats: w.stats}
 	if w.violation != "" {
 		res.trace = w.trace
@@ -1188,7 +1195,7 @@ func (w *simWorld) check() {
 	w.mu.Unlock()
 	ro, err := w.freshViews(false)
 	if err != nil {
-		w.violate("checker: %v", err)
+		w.act(func() { w.violate("checker: %v", err) })
 		return
 	}
 	// A fresh read-write open reads a WAL under frozenLoads: a process
@@ -1198,7 +1205,7 @@ func (w *simWorld) check() {
 	if frozenLoads.TryLock() {
 		frozenLoads.Unlock()
 		if rw, err = w.freshViews(true); err != nil {
-			w.violate("checker: %v", err)
+			w.act(func() { w.violate("checker: %v", err) })
 			return
 		}
 	}
