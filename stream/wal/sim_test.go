@@ -189,6 +189,7 @@ func TestWALSimulationRegressions(t *testing.T) {
 		{"WAL close failed batches that landed", 317, true},
 		{"compaction parked a stream whose WAL had just failed", 502, true},
 		{"a WAL a sweeper deleted before its claim landed made the stream unreadable", 5, false},
+		{"a fenced session's trim that would not move the start succeeded", 185, false},
 	}
 	for _, c := range cases {
 		res := simRunWith(c.seed, 200, brokenRules{}, false, c.noSweep)
@@ -866,11 +867,9 @@ func (w *simWorld) trim(vs *simVS) {
 			return
 		}
 		w.stats.trims++
-		if to > start {
-			for _, o := range w.opens {
-				if o.v == vs.v && o.sess > vs.sess && o.step < begin {
-					w.violate("vs%d: Trim(%d) issued after the open of newer session s%d returned, and it succeeded", vs.id, to, o.sess)
-				}
+		for _, o := range w.opens {
+			if o.v == vs.v && o.sess > vs.sess && o.step < begin {
+				w.violate("vs%d: Trim(%d) issued after the open of newer session s%d returned, and it succeeded", vs.id, to, o.sess)
 			}
 		}
 		w.trims = append(w.trims, simTrim{v: vs.v, vs: vs.id, to: to, begin: begin})
