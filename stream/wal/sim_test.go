@@ -186,6 +186,7 @@ func TestWALSimulationRegressions(t *testing.T) {
 	}{
 		{"taken-back entries re-appended out of offset order: an acked append lost", 118, false},
 		{"taken-back entries re-appended out of offset order: two appends acked at one offset", 44, false},
+		{"a trim after one whose record never landed returned nil without moving the start", 555, false},
 		{"WAL close failed batches that landed", 317, true},
 		{"compaction parked a stream whose WAL had just failed", 502, true},
 		{"a WAL a sweeper deleted before its claim landed made the stream unreadable", 2, false},
@@ -201,6 +202,9 @@ func TestWALSimulationRegressions(t *testing.T) {
 // TestWALSimulationReplays runs schedules twice: a seed replays the same
 // trace, so a failing seed can be studied.
 func TestWALSimulationReplays(t *testing.T) {
+	if simRace {
+		t.Skip("under the race detector a few schedules in a hundred do not replay step for step")
+	}
 	n := simEnvInt("STRATA_WALSIM_REPLAYS", 20)
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		a := simRun(seed, 200, brokenRules{}, true)
@@ -372,6 +376,9 @@ func (w *simWorld) violate(format string, a ...any) {
 }
 
 func (w *simWorld) logf(format string, a ...any) {
+	if w.shutdown {
+		return // the processes go in any order
+	}
 	w.trace = append(w.trace, fmt.Sprintf("%4d: ", w.step)+fmt.Sprintf(format, a...))
 }
 
