@@ -47,6 +47,7 @@ type Options struct {
 type brokenRules struct {
 	noFenceWAL   bool // W3a off: a takeover reads the named WAL without fencing it
 	noDataFence  bool // W3a/W8 off: V.data's NextOffset is read without a fencing reopen
+	noCopy       bool // W3b off: a takeover keeps the inherited tail in the old WAL
 	noPrefixStop bool // W4 off: a gap or overlap is ErrCorrupt instead of the end
 	noPoison     bool // W7 off: a failed WAL append does not end the WAL
 	gcHeldOnly   bool // W6a off: GC counts only the claims of streams still held
