@@ -50,11 +50,21 @@ func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions
 	data, err := s.base.Open(ctx, dname, stream.OpenOptions{Epoch: opts.Epoch, CreateIfMissing: true})
 	if err == nil && !ok && data.NextOffset() > 0 {
 		// A fresh meta stream has an empty data stream: this one was left
-		// by a Delete that stopped halfway.
-		s.log.Info("wal: removing the data stream of a deleted incarnation", "stream", name)
+		// by a Delete that stopped halfway — unless a newer session took
+		// the stream since V.meta was read (its records and data are
+		// there now, and our session is fenced). A newer session that
+		// writes both between this look and the delete is not ruled out.
 		_ = data.Close()
-		if err = s.base.Delete(ctx, dname); err == nil || errors.Is(err, stream.ErrNotFound) {
-			data, err = s.base.Open(ctx, dname, stream.OpenOptions{Epoch: opts.Epoch, CreateIfMissing: true})
+		if _, taken, perr := s.peekRecord(ctx, name); perr != nil || taken {
+			err = perr
+			if err == nil {
+				err = fmt.Errorf("%w: stream %q: opened by a newer session meanwhile", stream.ErrFenced, name)
+			}
+		} else {
+			s.log.Info("wal: removing the data stream of a deleted incarnation", "stream", name)
+			if err = s.base.Delete(ctx, dname); err == nil || errors.Is(err, stream.ErrNotFound) {
+				data, err = s.base.Open(ctx, dname, stream.OpenOptions{Epoch: opts.Epoch, CreateIfMissing: true})
+			}
 		}
 	}
 	if err != nil {
