@@ -188,6 +188,7 @@ func TestWALSimulationRegressions(t *testing.T) {
 		{"taken-back entries re-appended out of offset order: two appends acked at one offset", 44, false},
 		{"a trim after one whose record never landed returned nil without moving the start", 555, false},
 		{"WAL close failed batches that landed", 317, true},
+		{"an open that read no record deleted V.data a newer owner had written", 6363, false},
 		{"compaction parked a stream whose WAL had just failed", 502, true},
 		{"a WAL a sweeper deleted before its claim landed made the stream unreadable", 2, false},
 	}
