@@ -92,7 +92,10 @@ func simEnvBroken(t *testing.T) brokenRules {
 
 func TestWALSimulation(t *testing.T) {
 	runs, steps := 1000, 200
-	if !testing.Short() {
+	switch {
+	case !testing.Short() && simRace:
+		runs = 1500 // the full tier runs under -race, about ten times slower
+	case !testing.Short():
 		runs = 8000
 	}
 	runs = simEnvInt("STRATA_WALSIM_RUNS", runs)
@@ -143,13 +146,14 @@ func TestWALSimulationCatchesBrokenRules(t *testing.T) {
 	}
 }
 
-// TestWALSimulationSurvey (STRATA_WALSIM_SURVEY=1) runs every seed and
-// counts the violations by kind instead of stopping at the first.
+// TestWALSimulationSurvey runs every seed and counts the violations by
+// kind instead of stopping at the first (STRATA_WALSIM_RUNS seeds with
+// STRATA_WALSIM_SURVEY=1, else 20). With every rule on it must find none.
 func TestWALSimulationSurvey(t *testing.T) {
-	if os.Getenv("STRATA_WALSIM_SURVEY") == "" {
-		t.Skip("STRATA_WALSIM_SURVEY not set")
+	runs := 20
+	if os.Getenv("STRATA_WALSIM_SURVEY") != "" {
+		runs = simEnvInt("STRATA_WALSIM_RUNS", 200)
 	}
-	runs := simEnvInt("STRATA_WALSIM_RUNS", 200)
 	steps := simEnvInt("STRATA_WALSIM_STEPS", 200)
 	broken := simEnvBroken(t)
 	kinds := map[string][]uint64{}
@@ -166,6 +170,9 @@ func TestWALSimulationSurvey(t *testing.T) {
 		t.Logf("%d schedules: %s (seeds %v)", len(kinds[k]), k, kinds[k][:min(len(kinds[k]), 8)])
 	}
 	t.Logf("survey: %d schedules, %d steps; %s; %d goroutines left, %d dumps, %d sleeps", runs, total.steps, total, runtime.NumGoroutine(), simDumps, simSleeps)
+	if len(kinds) > 0 && broken == (brokenRules{}) && os.Getenv("STRATA_WALSIM_WEAK") == "" {
+		t.Errorf("violations with every rule on")
+	}
 }
 
 // simKind strips the numbers from a violation message.
@@ -202,23 +209,32 @@ func TestWALSimulationRegressions(t *testing.T) {
 
 // TestWALSimulationReplays runs schedules twice: a seed replays the same
 // trace, so a failing seed can be studied.
+// Under the race detector a few schedules in a hundred do not replay step
+// for step (its scheduling): there at most one in ten may differ.
 func TestWALSimulationReplays(t *testing.T) {
-	if simRace {
-		t.Skip("under the race detector a few schedules in a hundred do not replay step for step")
-	}
 	n := simEnvInt("STRATA_WALSIM_REPLAYS", 20)
+	var differ []string
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		a := simRun(seed, 200, brokenRules{}, true)
 		b := simRun(seed, 200, brokenRules{}, true)
-		if a.verbose != b.verbose {
-			la, lb := strings.Split(a.verbose, "\n"), strings.Split(b.verbose, "\n")
-			for i := range min(len(la), len(lb)) {
-				if la[i] != lb[i] {
-					t.Fatalf("seed %d: the replay differs at trace line %d:\n%s\n%s", seed, i, la[i], lb[i])
-				}
-			}
-			t.Fatalf("seed %d: the replay differs in length (%d, %d lines)", seed, len(la), len(lb))
+		if a.verbose == b.verbose {
+			continue
 		}
+		la, lb := strings.Split(a.verbose, "\n"), strings.Split(b.verbose, "\n")
+		d := fmt.Sprintf("seed %d: the replay differs in length (%d, %d lines)", seed, len(la), len(lb))
+		for i := range min(len(la), len(lb)) {
+			if la[i] != lb[i] {
+				d = fmt.Sprintf("seed %d: the replay differs at trace line %d:\n%s\n%s", seed, i, la[i], lb[i])
+				break
+			}
+		}
+		differ = append(differ, d)
+	}
+	if len(differ) > 0 && (!simRace || len(differ)*10 > n) {
+		t.Fatalf("%d of %d seeds do not replay:\n%s", len(differ), n, strings.Join(differ, "\n"))
+	}
+	if len(differ) > 0 {
+		t.Logf("under -race, %d of %d seeds do not replay:\n%s", len(differ), n, strings.Join(differ, "\n"))
 	}
 }
 
