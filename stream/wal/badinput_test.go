@@ -158,18 +158,33 @@ func TestForeignDataBatch(t *testing.T) {
 	mustAppend(t, st, "one")
 	st.Close() // compacts: "one" is in a.d
 	// A batch of another incarnation (as a copied-over object would be).
-	appendRaw(t, base, dataName("a"), 2, encodeData(id{7}, &entry{count: 1, payload: []byte("foreign"), crc: stream.Checksum([]byte("foreign"))}))
+	appendRaw(t, base, dataName("a"), 2, encodeData(id{7}, &entry{base: 1, count: 1, payload: []byte("foreign"), crc: stream.Checksum([]byte("foreign"))}))
 	st, err = s.Open(ctx, "a", stream.OpenOptions{Epoch: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
 	bs, err := st.Fetch(ctx, 1, stream.NoEnd, 0)
 	if !errors.Is(err, stream.ErrCorrupt) {
 		t.Fatalf("fetch of a foreign data batch: %d batches, %v; want ErrCorrupt", len(bs), err)
 	}
 	if bs, err := st.Fetch(ctx, 0, 1, 0); err != nil || len(bs) != 1 || string(bs[0].Payload) != "one" {
 		t.Fatalf("fetch of the stream's own batch: %v, %v", bs, err)
+	}
+	st.Close()
+	// A batch of the stream's own incarnation, stored at another offset
+	// than its own (offset 2 holding the batch of offset 5).
+	rec, _, err := s.peekRecord(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRaw(t, base, dataName("a"), 4, encodeData(rec.inc, &entry{base: 5, count: 1, payload: []byte("moved"), crc: stream.Checksum([]byte("moved"))}))
+	st, err = s.Open(ctx, "a", stream.OpenOptions{Epoch: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if bs, err := st.Fetch(ctx, 2, stream.NoEnd, 0); !errors.Is(err, stream.ErrCorrupt) {
+		t.Fatalf("fetch of a data batch stored at another offset than its own: %d batches, %v; want ErrCorrupt", len(bs), err)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 //	  "SMR1" | kind u8 | incarnation (16) | claim (16) | wal name (u16 len) |
 //	  from i64 | compacted i64 | start i64 | name (u16 len)
 //	data batch (one base batch of V.data, Count = the virtual batch's Count):
-//	  "SDB1" | incarnation (16) | props | plen u32 | payload | crc32c(payload) u32
+//	  "SDB1" | incarnation (16) | base i64 | props | plen u32 | payload | crc32c(payload) u32
 //
 // The base store checksums each base batch end to end; the inner CRC of an
 // entry's payload is what the layer checks when it serves the payload.
@@ -271,6 +271,7 @@ func encodeData(inc id, e *entry) []byte {
 	b := make([]byte, 0, e.size()+24)
 	b = append(b, dataMagic[:]...)
 	b = append(b, inc[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.base))
 	b = appendProps(b, e.props)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(e.payload)))
 	b = append(b, e.payload...)
@@ -278,12 +279,18 @@ func encodeData(inc id, e *entry) []byte {
 	return b
 }
 
-// decodeData unwraps a V.data batch; the result's payload aliases b's.
+// decodeData unwraps a V.data batch; the result's payload aliases b's. A
+// batch stored at another offset than the virtual batch it holds (a base
+// that landed a later append in an earlier one's place) is ErrCorrupt, as
+// W4 says, never served (b.BaseOffset < 0 skips that check).
 func decodeData(inc id, name string, b stream.Batch) (stream.Batch, error) {
 	r := &reader{b: b.Payload}
 	r.magic(dataMagic)
 	if got := r.id(); r.err == nil && got != inc {
 		return stream.Batch{}, fmt.Errorf("%w: stream %q: V.data batch at %d belongs to incarnation %s, not %s", stream.ErrCorrupt, name, b.BaseOffset, got, inc)
+	}
+	if base := r.i64(); r.err == nil && b.BaseOffset >= 0 && base != b.BaseOffset {
+		return stream.Batch{}, fmt.Errorf("%w: stream %q: V.data holds the batch of offset %d at %d", stream.ErrCorrupt, name, base, b.BaseOffset)
 	}
 	props := r.props()
 	payload := r.take(int(r.u32()))

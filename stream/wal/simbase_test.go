@@ -100,7 +100,7 @@ func simDescribe(name string, p []byte) string {
 		}
 		return fmt.Sprintf("{%s wal %s compacted %d start %d}", kinds[r.kind], w, r.compacted, r.start)
 	case bytes.HasPrefix(p, dataMagic[:]):
-		b, err := decodeData(id(p[4:20]), name, stream.Batch{Payload: p})
+		b, err := decodeData(id(p[4:20]), name, stream.Batch{BaseOffset: -1, Payload: p})
 		if err != nil {
 			return "data (" + err.Error() + ")"
 		}

@@ -154,7 +154,7 @@ func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFutu
 	if b.PayloadChecksumSet && b.PayloadChecksum != crc {
 		return stream.FailedAppend(fmt.Errorf("%w: stream %q: supplied payload checksum %08x, payload has %08x", stream.ErrCorrupt, h.name, b.PayloadChecksum, crc))
 	}
-	for {
+	for tries := 0; ; tries++ {
 		if err := ctx.Err(); err != nil {
 			return stream.FailedAppend(err)
 		}
@@ -164,25 +164,30 @@ func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFutu
 			return stream.FailedAppend(err)
 		}
 		if h.state == live && h.cl != nil {
-			break
+			e := &entry{claim: h.cl.id, base: h.next, count: b.Count, ts: b.Timestamp, props: b.Properties, payload: b.Payload, crc: crc}
+			f, done := stream.NewAppendFuture()
+			err := h.cl.w.enqueue(&queued{e: e, h: h, c: h.cl, done: done})
+			if err == nil {
+				h.next = e.end()
+				h.inflight++
+				h.mu.Unlock()
+				return f
+			}
+			// The WAL ended before its streams heard (W7): nothing was
+			// queued, so settle and try the new WAL.
+			if h.state == live {
+				h.state, h.why = broken, err
+			}
+			if errors.Is(err, stream.ErrClosed) || tries >= maxRetries {
+				h.mu.Unlock()
+				return stream.FailedAppend(fmt.Errorf("%w: stream %q: %w", stream.ErrUnavailable, h.name, err))
+			}
 		}
 		h.mu.Unlock()
 		if err := h.prepare(ctx); err != nil {
 			return stream.FailedAppend(err)
 		}
 	}
-	defer h.mu.Unlock()
-	e := &entry{claim: h.cl.id, base: h.next, count: b.Count, ts: b.Timestamp, props: b.Properties, payload: b.Payload, crc: crc}
-	f, done := stream.NewAppendFuture()
-	if err := h.cl.w.enqueue(&queued{e: e, h: h, c: h.cl, done: done}); err != nil {
-		if h.state == live {
-			h.state, h.why = broken, err
-		}
-		return stream.FailedAppend(fmt.Errorf("%w: stream %q: %w", stream.ErrUnavailable, h.name, err))
-	}
-	h.next = e.end()
-	h.inflight++
-	return f
 }
 
 // ackedItems completes the session's entries of one acknowledged WAL batch.
