@@ -25,7 +25,7 @@ import (
 )
 
 const benchUsage = `Usage: strata bench [flags]
-       strata bench report [--out DIR] [--md FILE] [--chart-path PATH] REPORT.json...
+       strata bench report [--combine] [--table] [--out DIR] [--md FILE] [--chart-path PATH] REPORT.json...
 
 Runs benchmark workloads against a driver, in-process (built-in drivers
 linked into this binary) or out-of-process (the driver's plugin binary), or
@@ -38,7 +38,9 @@ against a running Kafka-protocol broker:
   sharedlog        SharedLog appends of Kafka batches of 1 KiB records
   raw              the backend's own loop: put-if-absent of fresh keys,
                    streams x inflight writers (in-process chunked drivers)
-  produce-consume  a kgo producer (acks=all) and consumer against --brokers
+  produce-consume  a kgo producer (acks=all, idempotent) and consumer against
+                   --brokers, round robin over the partitions (--streams;
+                   --active-partitions: only the first N), paced with --rate
 
 --workload, --batch, --inflight, --streams, --linger and --process take
 comma-separated lists; every combination is one configuration. Each runs a
@@ -51,6 +53,13 @@ latency distributions per driver. Built-in drivers without --config: memory on a
 namespace, nfs on a fresh temp directory, others from $STRATA_<DRIVER>_CONFIG
 (as testbed/up prints). --linger sets the driver's engine linger (the
 producer's linger for produce-consume).
+
+Backend requests per second and per GiB come from the store's own counts
+(in-process drivers), or from a broker's --metrics, and from MinIO's own
+counters with --minio-metrics. --disk DIR measures DIR's allocated bytes
+once the runs end (again after --settle) against the record bytes
+acknowledged; --broker-pid PID reports the broker's RSS before and after
+the topic is created, and the creation time.
 
 'strata bench report' merges JSON reports into one, writes the charts to
 --out and a Markdown section (tables, ratios) to --md or stdout.
@@ -84,6 +93,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		catchupApp = fs.Bool("catchup-appends", true, "keep appending during fetch-catchup")
 		fetchBytes = fs.String("fetch-bytes", "1MiB", "maxBytes of one fetch")
 		brokers    = fs.String("brokers", "", "seed brokers for produce-consume (host:port,...)")
+		rate       = fs.Int("rate", 0, "produce-consume: records per second in all (default 0: as fast as the buffer allows)")
+		active     = fs.Int("active-partitions", 0, "produce-consume: produce to only the first N partitions (default all)")
+		metricsURL = fs.String("metrics", "", "a strata serve /metrics URL: backend request counts from its strata_backend_requests_total")
+		minioURL   = fs.String("minio-metrics", "", "MinIO's /minio/v2/metrics/cluster URL: server-side S3 request counts (token from $STRATA_MINIO_ACCESS_KEY and $STRATA_MINIO_SECRET_KEY)")
+		diskDir    = fs.String("disk", "", "directory whose disk usage is measured after the runs, against the record bytes written")
+		settle     = fs.Duration("settle", 0, "wait this long after the runs before measuring --disk (background compaction)")
+		brokerPID  = fs.Int("broker-pid", 0, "produce-consume: the broker's pid, for its resident memory around topic creation")
 		system     = fs.String("system", "", "name of the system under test in labels (default: workload and driver)")
 		jsonOut    = fs.Bool("json", false, "print one JSON report on stdout")
 		outDir     = fs.String("out", "", "directory for report.json and PNG charts")
@@ -162,7 +178,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 						for _, l := range lings {
 							c := bench.Config{Workload: wl, Driver: driverName(*driver), OutOfProcess: oop, BatchBytes: b,
 								Inflight: i, Streams: s, Linger: l, Duration: *duration, Warmup: *warmup, Runs: *runs,
-								PrefillBytes: int64(pre), RetainBytes: int64(ret), CatchupAppends: *catchupApp, FetchBytes: fb, Brokers: *brokers, System: *system}
+								PrefillBytes: int64(pre), RetainBytes: int64(ret), CatchupAppends: *catchupApp, FetchBytes: fb, Brokers: *brokers, System: *system,
+								Rate: *rate, ActivePartitions: *active, MetricsURL: *metricsURL, MinIOMetricsURL: *minioURL,
+								MinIOAccessKey: os.Getenv("STRATA_MINIO_ACCESS_KEY"), MinIOSecretKey: os.Getenv("STRATA_MINIO_SECRET_KEY"),
+								DiskDir: *diskDir, Settle: *settle, BrokerPID: *brokerPID}
 							if wl == bench.WorkloadProduceConsume {
 								c.Driver = "" // the broker's business
 							}
@@ -376,6 +395,8 @@ func runBenchReport(args []string, stdout, stderr io.Writer) int {
 	outDir := fs.String("out", "", "directory for the merged report.json and the charts")
 	mdPath := fs.String("md", "", "write the Markdown section here (default stdout)")
 	chartPath := fs.String("chart-path", "", "the charts' path as the Markdown links them (default --out)")
+	combine := fs.Bool("combine", false, "merge results of equal labels (rounds of an interleaved run) into one, medians over all their runs")
+	table := fs.Bool("table", false, "also print the table of medians on stderr")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -398,6 +419,12 @@ func runBenchReport(args []string, stdout, stderr io.Writer) int {
 		reps = append(reps, r)
 	}
 	rep := bench.Merge(reps)
+	if *combine {
+		rep.Results = bench.Combine(rep.Results)
+	}
+	if *table {
+		_ = bench.WriteTable(stderr, rep.Results)
+	}
 	if *outDir != "" {
 		if err := writeBenchOut(*outDir, rep); err != nil {
 			fmt.Fprintf(stderr, "strata bench report: %v\n", err)

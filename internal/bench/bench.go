@@ -80,6 +80,32 @@ type Config struct {
 	// Brokers are the seed brokers of produce-consume (host:port, comma
 	// separated).
 	Brokers string `json:"brokers,omitempty"`
+	// Rate paces the produce-consume producer at this many records per
+	// second in all (0: as fast as the buffered records allow).
+	Rate int `json:"rate,omitempty"`
+	// ActivePartitions is how many partitions produce-consume produces to
+	// (the first ones, round robin; 0: all of Streams).
+	ActivePartitions int `json:"active_partitions,omitempty"`
+	// MetricsURL is a broker's Prometheus endpoint (strata serve's
+	// /metrics) whose strata_backend_requests_total are the runs' request
+	// counts when the target does not count its own.
+	MetricsURL string `json:"metrics_url,omitempty"`
+	// MinIOMetricsURL is MinIO's own cluster metrics endpoint
+	// (/minio/v2/metrics/cluster), read with a bearer token made from
+	// MinIOAccessKey and MinIOSecretKey; its S3 request counts are the
+	// runs' server-side counts.
+	MinIOMetricsURL string `json:"minio_metrics_url,omitempty"`
+	MinIOAccessKey  string `json:"-"`
+	MinIOSecretKey  string `json:"-"`
+	// DiskDir is a directory whose disk usage is measured once the runs
+	// end (after Settle), against the record bytes the workload wrote.
+	DiskDir string `json:"disk_dir,omitempty"`
+	// Settle is how long to wait after the runs before measuring DiskDir
+	// (a store's background compaction).
+	Settle time.Duration `json:"settle_ns,omitempty"`
+	// BrokerPID is the broker's process, whose resident memory is read
+	// before and after produce-consume creates its topic and at the end.
+	BrokerPID int `json:"broker_pid,omitempty"`
 	// System names what is measured in the label (default "workload
 	// driver/in" or "/out"; "workload kafka" for produce-consume).
 	System string `json:"system,omitempty"`
@@ -122,9 +148,46 @@ type Result struct {
 	Runs []Run `json:"runs"`
 	// Median has, per series, the median over the runs of each figure.
 	Median []Metric `json:"median"`
-	// Requests is the median over the runs of the requests per GiB (nil
-	// when the store does not count its requests).
+	// Requests is the median over the runs of the requests per GiB and
+	// per second (nil when the store does not count its requests).
 	Requests *Requests `json:"requests,omitempty"`
+	// Server is the median of the backend server's own request counts
+	// (MinIOMetricsURL), nil without them.
+	Server *Requests `json:"server_requests,omitempty"`
+	// Disk is DiskDir's usage after the runs, nil without DiskDir.
+	Disk *Disk `json:"disk,omitempty"`
+	// Broker is the broker's resident memory and topic creation time
+	// (produce-consume with BrokerPID), nil without.
+	Broker *BrokerFigures `json:"broker,omitempty"`
+}
+
+// Disk is a directory's usage against the record bytes written into it.
+type Disk struct {
+	// RecordBytes are the payload bytes the workload had acknowledged.
+	RecordBytes int64 `json:"record_bytes"`
+	// Before is the allocated bytes when the runs ended; After once
+	// Settle passed.
+	Before int64 `json:"before_bytes"`
+	After  int64 `json:"after_bytes"`
+	// Apparent is the sum of the file sizes after Settle.
+	Apparent int64 `json:"apparent_bytes"`
+	// Files counts the regular files after Settle.
+	Files int64 `json:"files"`
+	// Ratio is After / RecordBytes.
+	Ratio float64 `json:"ratio"`
+}
+
+// BrokerFigures are a broker's figures around produce-consume's topic.
+type BrokerFigures struct {
+	// CreateSeconds is how long the CreateTopics request took.
+	CreateSeconds float64 `json:"create_seconds"`
+	// RSSBefore, RSSCreated and RSSEnd are the broker's resident bytes
+	// before the topic was created, right after, and when the runs ended.
+	RSSBefore  int64 `json:"rss_before_bytes"`
+	RSSCreated int64 `json:"rss_created_bytes"`
+	RSSEnd     int64 `json:"rss_end_bytes"`
+	// PerPartition is (RSSCreated - RSSBefore) / partitions.
+	PerPartition int64 `json:"rss_per_partition_bytes"`
 }
 
 // Run is one counted run.
@@ -132,6 +195,7 @@ type Run struct {
 	Seconds  float64   `json:"seconds"`
 	Metrics  []Metric  `json:"metrics"`
 	Requests *Requests `json:"requests,omitempty"`
+	Server   *Requests `json:"server_requests,omitempty"`
 }
 
 // Metric is one series of a run: an operation kind's counts, rates and
@@ -162,6 +226,8 @@ type Requests struct {
 	PutsPerGiB                                 float64 `json:"puts_per_gib"`
 	GetsPerGiB                                 float64 `json:"gets_per_gib"`
 	TotalPerGiB                                float64 `json:"requests_per_gib"`
+	PutsPerSec                                 float64 `json:"puts_per_s"`
+	GetsPerSec                                 float64 `json:"gets_per_s"`
 }
 
 // Normalize fills defaults and checks c, naming the bad field.
@@ -205,6 +271,18 @@ func (c *Config) Normalize() error {
 	if c.Workload == WorkloadProduceConsume && c.Brokers == "" {
 		return errors.New("brokers: produce-consume needs a broker address")
 	}
+	if c.Rate < 0 {
+		return fmt.Errorf("rate %d: must not be negative", c.Rate)
+	}
+	if c.ActivePartitions < 0 || c.ActivePartitions > c.Streams {
+		return fmt.Errorf("active partitions %d: want 0 (all) to %d", c.ActivePartitions, c.Streams)
+	}
+	if (c.Rate > 0 || c.ActivePartitions > 0 || c.BrokerPID != 0) && c.Workload != WorkloadProduceConsume {
+		return fmt.Errorf("rate, active partitions and broker pid: produce-consume only, not %s", c.Workload)
+	}
+	if c.Settle < 0 {
+		return fmt.Errorf("settle %v: must not be negative", c.Settle)
+	}
 	if c.Label == "" {
 		c.Label = c.defaultLabel()
 	}
@@ -224,6 +302,12 @@ func (c Config) defaultLabel() string {
 		fmt.Fprintf(&b, "%s %s/in", c.Workload, c.Driver)
 	}
 	fmt.Fprintf(&b, " b=%s i=%d s=%d", SizeName(c.BatchBytes), c.Inflight, c.Streams)
+	if c.ActivePartitions > 0 && c.ActivePartitions < c.Streams {
+		fmt.Fprintf(&b, " active=%d", c.ActivePartitions)
+	}
+	if c.Rate > 0 {
+		fmt.Fprintf(&b, " r=%d/s", c.Rate)
+	}
 	if c.Linger > 0 {
 		fmt.Fprintf(&b, " l=%v", c.Linger)
 	}
@@ -250,6 +334,9 @@ type workload struct {
 	series  []string
 	run     func(ctx context.Context, m *meter, stop <-chan struct{}) error
 	cleanup func(ctx context.Context)
+	// broker is what prepare measured of the broker (produce-consume with
+	// a BrokerPID); run may fill in RSSEnd.
+	broker *BrokerFigures
 }
 
 // Execute runs one configuration against t: prepare, warm-up, c.Runs
@@ -264,7 +351,19 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 		return Result{}, fmt.Errorf("%s: prepare: %w", c.Label, err)
 	}
 	defer w.cleanup(context.WithoutCancel(ctx))
-	m := newMeter(w.series, statsOf(ctx, t))
+	stats := statsOf(ctx, t)
+	if c.MetricsURL != "" && stats == nil {
+		stats = promStats(ctx, c.MetricsURL, "", brokerRequestKind)
+	}
+	var server func() (chunked.RequestStats, bool)
+	if c.MinIOMetricsURL != "" {
+		token, err := minioToken(c.MinIOAccessKey, c.MinIOSecretKey)
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w", c.Label, err)
+		}
+		server = promStats(ctx, c.MinIOMetricsURL, token, minioRequestKind)
+	}
+	m := newMeter(w.series, stats, server)
 	stop := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() { errc <- w.run(ctx, m, stop) }()
@@ -320,7 +419,18 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 	if runErr != nil {
 		return res, fmt.Errorf("%s: %w", c.Label, runErr)
 	}
-	res.Median, res.Requests = medians(res.Runs)
+	res.Median, res.Requests, res.Server = medians(res.Runs)
+	if c.BrokerPID != 0 && w.broker != nil {
+		w.broker.RSSEnd, _ = rss(c.BrokerPID)
+		res.Broker = w.broker
+	}
+	if c.DiskDir != "" {
+		d, err := settleDisk(ctx, c.DiskDir, m.totals[0].Load(), c.Settle, progress, c.Label)
+		if err != nil {
+			return res, fmt.Errorf("%s: disk usage: %w", c.Label, err)
+		}
+		res.Disk = d
+	}
 	return res, nil
 }
 
@@ -368,10 +478,11 @@ func writeRunLine(w io.Writer, label string, i, n int, r Run) {
 	fmt.Fprintf(w, "\r\033[K%s [run %d/%d] %s\n", label, i, n, strings.Join(parts, " | "))
 }
 
-// medians computes, per series, the median over runs of each figure.
-func medians(runs []Run) ([]Metric, *Requests) {
+// medians computes, per series, the median over runs of each figure, and
+// the medians of the request rates (the target's and the server's).
+func medians(runs []Run) ([]Metric, *Requests, *Requests) {
 	if len(runs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	med := func(f func(Run) float64) float64 {
 		v := make([]float64, len(runs))
@@ -400,16 +511,20 @@ func medians(runs []Run) ([]Metric, *Requests) {
 			},
 		}
 	}
-	var req *Requests
-	if runs[0].Requests != nil {
-		rq := func(f func(*Requests) float64) float64 { return med(func(r Run) float64 { return f(r.Requests) }) }
-		req = &Requests{
+	reqs := func(of func(Run) *Requests) *Requests {
+		if of(runs[0]) == nil {
+			return nil
+		}
+		rq := func(f func(*Requests) float64) float64 { return med(func(r Run) float64 { return f(of(r)) }) }
+		return &Requests{
 			PutsPerGiB:  rq(func(r *Requests) float64 { return r.PutsPerGiB }),
 			GetsPerGiB:  rq(func(r *Requests) float64 { return r.GetsPerGiB }),
 			TotalPerGiB: rq(func(r *Requests) float64 { return r.TotalPerGiB }),
+			PutsPerSec:  rq(func(r *Requests) float64 { return r.PutsPerSec }),
+			GetsPerSec:  rq(func(r *Requests) float64 { return r.GetsPerSec }),
 		}
 	}
-	return out, req
+	return out, reqs(func(r Run) *Requests { return r.Requests }), reqs(func(r Run) *Requests { return r.Server })
 }
 
 // Median returns the median of v (the mean of the middle two for an even

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,8 +18,10 @@ import (
 // prepareKafka creates a fresh topic of c.Streams partitions on the
 // brokers c.Brokers and returns the produce-consume workload on it: one
 // kgo producer (acks=all, idempotent, linger c.Linger, c.Inflight records
-// buffered) producing records of c.BatchBytes bytes stamped with their
-// send time, and one kgo consumer reading the topic from the start.
+// buffered, no compression) producing records of c.BatchBytes random
+// bytes stamped with their send time, round robin over the first c.ActivePartitions partitions
+// (all by default), c.Rate records a second in all (0: unpaced), and one
+// kgo consumer reading the topic from the start.
 // Series: produce (Produce call to ack) and e2e (Produce call to the
 // consumer's poll returning the record). The topic is deleted at cleanup.
 func prepareKafka(ctx context.Context, c Config) (*workload, error) {
@@ -28,11 +31,29 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for %s: %w", c.Brokers, err)
 	}
+	var bf *BrokerFigures
+	if c.BrokerPID != 0 {
+		bf = &BrokerFigures{}
+		if bf.RSSBefore, err = rss(c.BrokerPID); err != nil {
+			admin.Close()
+			return nil, fmt.Errorf("broker pid: %w", err)
+		}
+	}
+	created := time.Now()
 	if err := createTopic(ctx, admin, topic, int32(c.Streams)); err != nil {
 		admin.Close()
 		return nil, err
 	}
-	w := &workload{series: []string{"produce", "e2e"}}
+	if bf != nil {
+		bf.CreateSeconds = time.Since(created).Seconds()
+		bf.RSSCreated, _ = rss(c.BrokerPID)
+		bf.PerPartition = (bf.RSSCreated - bf.RSSBefore) / int64(c.Streams)
+	}
+	active := c.ActivePartitions
+	if active == 0 {
+		active = c.Streams
+	}
+	w := &workload{series: []string{"produce", "e2e"}, broker: bf}
 	w.cleanup = func(ctx context.Context) {
 		req := kmsg.NewPtrDeleteTopicsRequest()
 		req.TopicNames = []string{topic}
@@ -46,6 +67,7 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 	w.run = func(ctx context.Context, m *meter, stop <-chan struct{}) error {
 		prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(c.Linger),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
 			kgo.MaxBufferedRecords(c.Inflight), kgo.ProducerBatchMaxBytes(16<<20))
 		if err != nil {
 			return fmt.Errorf("kafka producer for %s: %w", c.Brokers, err)
@@ -87,7 +109,14 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 				})
 			}
 		}()
-		for {
+		// Values are random (incompressible) apart from the send time, and
+		// sent uncompressed: bytes on disk compare with the bytes sent.
+		tmpl := randomPayload(c.BatchBytes)
+		pace := newPacer(c.Rate)
+		for n := 0; ; n++ {
+			if !pace.wait(n, stop) {
+				break
+			}
 			select {
 			case <-stop:
 			default:
@@ -95,10 +124,11 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 				failed := first != nil
 				mu.Unlock()
 				if !failed {
-					v := make([]byte, c.BatchBytes)
+					v := slices.Clone(tmpl)
 					start := time.Now()
 					binary.LittleEndian.PutUint64(v, uint64(start.UnixNano()))
-					prod.Produce(ctx, &kgo.Record{Value: v}, func(r *kgo.Record, err error) {
+					rec := &kgo.Record{Value: v, Partition: int32(n % active)}
+					prod.Produce(ctx, rec, func(r *kgo.Record, err error) {
 						if err != nil {
 							fail(fmt.Errorf("produce to %s on %s: %w", topic, c.Brokers, err))
 							return
@@ -122,13 +152,42 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 	return w, nil
 }
 
+// pacer spaces records rate a second from its start (rate 0: no wait).
+type pacer struct {
+	rate  int
+	start time.Time
+}
+
+func newPacer(rate int) *pacer { return &pacer{rate: rate, start: time.Now()} }
+
+// wait waits until record n is due; false if stop closed first. A pacer
+// that fell behind (a full producer buffer) sends the late records at
+// once, so the rate holds on average.
+func (p *pacer) wait(n int, stop <-chan struct{}) bool {
+	if p.rate <= 0 {
+		return true
+	}
+	d := time.Until(p.start.Add(time.Duration(int64(n) * int64(time.Second) / int64(p.rate))))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
 // createTopic creates topic with partitions partitions on the cluster of cl.
 func createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32) error {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, -1
 	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 30000
+	req.TimeoutMillis = 600000 // 10,000 partitions take minutes on a loaded machine
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", topic, err)

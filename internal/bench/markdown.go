@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -103,6 +105,7 @@ func WriteMarkdown(w io.Writer, rep Report, chartDir string) {
 		fmt.Fprintln(w)
 		chart(VsKafkaChart, "strata serve vs Apache Kafka")
 	}
+	writeBackendTable(w, rep.Results)
 	if rows := catchup(rep.Results); len(rows) > 0 {
 		fmt.Fprint(w, "### Catch-up reads while appends continue\n\n")
 		fmt.Fprint(w, "A reader reads the prefilled stream from its start (again from the start when it reaches the end) while the same stream keeps taking appends; compared with the same appends alone.\n\n")
@@ -130,6 +133,77 @@ func pairedLabels(results []Result) map[string]bool {
 	return out
 }
 
+// writeBackendTable writes the produce-consume results that carry
+// backend request rates, disk usage or broker figures (bench/streamsets).
+func writeBackendTable(w io.Writer, results []Result) {
+	var rows []Result
+	for _, r := range results {
+		if r.Config.Workload == WorkloadProduceConsume && len(r.Median) > 0 && (r.Requests != nil || r.Server != nil || r.Disk != nil || r.Broker != nil) {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	cell := func(ok bool, format string, a ...any) string {
+		if !ok {
+			return "-"
+		}
+		return fmt.Sprintf(format, a...)
+	}
+	fmt.Fprint(w, "### Backend requests, disk and memory\n\n")
+	fmt.Fprint(w, "Backend requests per second from the broker's own /metrics (strata_backend_requests_total) and, on s3, from MinIO's own counters; "+
+		"disk is the data directory's allocated bytes after the runs (and the settle time) over the record bytes acknowledged; "+
+		"RSS is the broker's resident memory before the topic was created and when the runs ended.\n\n")
+	fmt.Fprint(w, "| configuration | runs | records/s | produce p50 ms | produce p99 ms | puts/s | gets/s | MinIO PUT/s | MinIO GET/s | disk / records | topic create s | RSS before / end MiB |\n")
+	fmt.Fprint(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range rows {
+		m, q, s, d, b := r.Median[0], r.Requests, r.Server, r.Disk, r.Broker
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", r.Config.Label, len(r.Runs), m.RecordsPerSec,
+			m.Latency.P50, m.Latency.P99,
+			cell(q != nil, "%.1f", q.rate(true)), cell(q != nil, "%.1f", q.rate(false)),
+			cell(s != nil, "%.1f", s.rate(true)), cell(s != nil, "%.1f", s.rate(false)),
+			cell(d != nil, "%.2f", d.ratio()), cell(b != nil, "%.1f", b.create()),
+			cell(b != nil, "%d / %d", b.rssMiB(false), b.rssMiB(true)))
+	}
+	fmt.Fprintln(w)
+}
+
+// rate is q's puts (or gets) per second; 0 for nil.
+func (q *Requests) rate(puts bool) float64 {
+	switch {
+	case q == nil:
+		return 0
+	case puts:
+		return q.PutsPerSec
+	}
+	return q.GetsPerSec
+}
+
+func (d *Disk) ratio() float64 {
+	if d == nil {
+		return 0
+	}
+	return d.Ratio
+}
+
+func (b *BrokerFigures) create() float64 {
+	if b == nil {
+		return 0
+	}
+	return b.CreateSeconds
+}
+
+func (b *BrokerFigures) rssMiB(end bool) int64 {
+	switch {
+	case b == nil:
+		return 0
+	case end:
+		return b.RSSEnd >> 20
+	}
+	return b.RSSBefore >> 20
+}
+
 // met renders whether a target was met in this run.
 func met(ok bool) string {
 	if ok {
@@ -151,7 +225,7 @@ type pair struct{ a, b Result }
 // shape is what must match for two results to be compared: everything but
 // the label, the field compared, and the run counts.
 func shape(c Config) string {
-	return fmt.Sprintf("%s|%s|%v|%d|%d|%d|%d", c.Workload, c.Driver, c.OutOfProcess, c.BatchBytes, c.Inflight, c.Streams, c.Linger)
+	return fmt.Sprintf("%s|%s|%v|%d|%d|%d|%d|%d|%d", c.Workload, c.Driver, c.OutOfProcess, c.BatchBytes, c.Inflight, c.Streams, c.Linger, c.Rate, c.ActivePartitions)
 }
 
 func find(results []Result, want string, key func(Config) string) (Result, bool) {
@@ -249,6 +323,51 @@ func Merge(reps []Report) Report {
 			out.Meta = r.Meta
 		}
 		out.Results = append(out.Results, r.Results...)
+	}
+	return out
+}
+
+// Combine merges the results of equal labels into one result each (in
+// the order of their first appearance): their runs, in order, and the
+// medians over all of them. A benchmark run that repeats each
+// configuration once per round, interleaved, reports its medians so. Of
+// the disk and broker figures it keeps those of the median result (by
+// disk ratio, by creation time).
+func Combine(results []Result) []Result {
+	var order []string
+	by := map[string][]Result{}
+	for _, r := range results {
+		if _, ok := by[r.Config.Label]; !ok {
+			order = append(order, r.Config.Label)
+		}
+		by[r.Config.Label] = append(by[r.Config.Label], r)
+	}
+	out := make([]Result, 0, len(order))
+	for _, label := range order {
+		rs := by[label]
+		c := Result{Config: rs[0].Config}
+		var disks []*Disk
+		var brokers []*BrokerFigures
+		for _, r := range rs {
+			c.Runs = append(c.Runs, r.Runs...)
+			if r.Disk != nil {
+				disks = append(disks, r.Disk)
+			}
+			if r.Broker != nil {
+				brokers = append(brokers, r.Broker)
+			}
+		}
+		c.Config.Runs = len(c.Runs)
+		c.Median, c.Requests, c.Server = medians(c.Runs)
+		if len(disks) > 0 {
+			slices.SortFunc(disks, func(a, b *Disk) int { return cmp.Compare(a.Ratio, b.Ratio) })
+			c.Disk = disks[len(disks)/2]
+		}
+		if len(brokers) > 0 {
+			slices.SortFunc(brokers, func(a, b *BrokerFigures) int { return cmp.Compare(a.CreateSeconds, b.CreateSeconds) })
+			c.Broker = brokers[len(brokers)/2]
+		}
+		out = append(out, c)
 	}
 	return out
 }

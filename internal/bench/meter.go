@@ -27,9 +27,9 @@ type series struct {
 
 // phase is one measured (or warm-up) interval.
 type phase struct {
-	start  time.Time
-	series []*series
-	stats  chunked.RequestStats
+	start         time.Time
+	series        []*series
+	stats, server chunked.RequestStats
 }
 
 // meter is what a workload records into: the current phase, swapped by
@@ -38,11 +38,15 @@ type phase struct {
 type meter struct {
 	names []string
 	cur   atomic.Pointer[phase]
-	stats func() (chunked.RequestStats, bool)
+	// stats reads the target's backend request counts, server the backend
+	// server's own; nil when not counted.
+	stats, server func() (chunked.RequestStats, bool)
+	// totals are the bytes of each series over all phases.
+	totals []atomic.Int64
 }
 
-func newMeter(names []string, stats func() (chunked.RequestStats, bool)) *meter {
-	m := &meter{names: names, stats: stats}
+func newMeter(names []string, stats, server func() (chunked.RequestStats, bool)) *meter {
+	m := &meter{names: names, stats: stats, server: server, totals: make([]atomic.Int64, len(names))}
 	m.cur.Store(m.newPhase())
 	return m
 }
@@ -55,6 +59,9 @@ func (m *meter) newPhase() *phase {
 	if m.stats != nil {
 		p.stats, _ = m.stats()
 	}
+	if m.server != nil {
+		p.server, _ = m.server()
+	}
 	return p
 }
 
@@ -62,6 +69,7 @@ func (m *meter) newPhase() *phase {
 // records) and took lat.
 func (m *meter) record(i int, bytes, records int64, lat time.Duration) {
 	s := m.cur.Load().series[i]
+	m.totals[i].Add(bytes)
 	s.ops.Add(1)
 	s.bytes.Add(bytes)
 	s.records.Add(records)
@@ -76,26 +84,40 @@ func (m *meter) record(i int, bytes, records int64, lat time.Duration) {
 func (m *meter) swap() Run {
 	next := m.newPhase()
 	old := m.cur.Swap(next)
-	return old.result(m.names, next.start, next.stats, m.stats != nil)
+	r := old.result(m.names, next.start)
+	if m.stats != nil {
+		r.Requests = requestsPerGiB(next.stats.Sub(old.stats), r.bytes(), r.Seconds)
+	}
+	if m.server != nil {
+		r.Server = requestsPerGiB(next.server.Sub(old.server), r.bytes(), r.Seconds)
+	}
+	return r
 }
 
 // peek returns the current phase's figures so far (for the progress line).
 func (m *meter) peek() Run {
-	return m.cur.Load().result(m.names, time.Now(), chunked.RequestStats{}, false)
+	return m.cur.Load().result(m.names, time.Now())
 }
 
-// result turns a phase that ended at end into a Run; statsEnd are the
-// request counts at the end when withStats.
-func (p *phase) result(names []string, end time.Time, statsEnd chunked.RequestStats, withStats bool) Run {
+// bytes is what all series of r moved.
+func (r Run) bytes() int64 {
+	var n int64
+	for _, m := range r.Metrics {
+		n += m.Bytes
+	}
+	return n
+}
+
+// result turns a phase that ended at end into a Run (without request
+// counts).
+func (p *phase) result(names []string, end time.Time) Run {
 	secs := end.Sub(p.start).Seconds()
 	r := Run{Seconds: secs}
-	var total int64
 	for i, s := range p.series {
 		s.mu.Lock()
 		h := hdrhistogram.Import(s.hist.Export())
 		s.mu.Unlock()
 		ops, bytes, recs := s.ops.Load(), s.bytes.Load(), s.records.Load()
-		total += bytes
 		r.Metrics = append(r.Metrics, Metric{
 			Name:          names[i],
 			Ops:           ops,
@@ -106,9 +128,6 @@ func (p *phase) result(names []string, end time.Time, statsEnd chunked.RequestSt
 			RecordsPerSec: float64(recs) / secs,
 			Latency:       percentiles(h),
 		})
-	}
-	if withStats {
-		r.Requests = requestsPerGiB(statsEnd.Sub(p.stats), total)
 	}
 	return r
 }
@@ -126,9 +145,13 @@ func percentiles(h *hdrhistogram.Histogram) Latency {
 }
 
 // requestsPerGiB scales request counts to one GiB of the bytes the
-// workload moved (all its series together).
-func requestsPerGiB(d chunked.RequestStats, bytes int64) *Requests {
+// workload moved (all its series together) and to one second.
+func requestsPerGiB(d chunked.RequestStats, bytes int64, secs float64) *Requests {
 	r := &Requests{Puts: d.Puts, Gets: d.Gets, Heads: d.Heads, Lists: d.Lists, Deletes: d.Deletes, Retries: d.Retries}
+	if secs > 0 {
+		r.PutsPerSec = float64(d.Puts) / secs
+		r.GetsPerSec = float64(d.Gets) / secs
+	}
 	if bytes > 0 {
 		gib := float64(bytes) / (1 << 30)
 		r.PutsPerGiB = float64(d.Puts) / gib
