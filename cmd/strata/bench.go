@@ -96,7 +96,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		rate       = fs.Int("rate", 0, "produce-consume: records per second in all (default 0: as fast as the buffer allows)")
 		active     = fs.Int("active-partitions", 0, "produce-consume: produce to only the first N partitions (default all)")
 		metricsURL = fs.String("metrics", "", "a strata serve /metrics URL: backend request counts from its strata_backend_requests_total")
-		minioURL   = fs.String("minio-metrics", "", "MinIO's /minio/v2/metrics/cluster URL: server-side S3 request counts (token from $STRATA_MINIO_ACCESS_KEY and $STRATA_MINIO_SECRET_KEY)")
+		minioURL   = fs.String("minio-metrics", "", "MinIO's metrics URL, /minio/metrics/v3/api/requests (v2's cached /minio/v2/metrics/cluster works too): server-side S3 request counts (token from $STRATA_MINIO_ACCESS_KEY and $STRATA_MINIO_SECRET_KEY)")
 		diskDir    = fs.String("disk", "", "directory whose disk usage is measured after the runs, against the record bytes written")
 		settle     = fs.Duration("settle", 0, "wait this long after the runs before measuring --disk (background compaction)")
 		brokerPID  = fs.Int("broker-pid", 0, "produce-consume: the broker's pid, for its resident memory around topic creation")

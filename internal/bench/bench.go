@@ -90,8 +90,8 @@ type Config struct {
 	// /metrics) whose strata_backend_requests_total are the runs' request
 	// counts when the target does not count its own.
 	MetricsURL string `json:"metrics_url,omitempty"`
-	// MinIOMetricsURL is MinIO's own cluster metrics endpoint
-	// (/minio/v2/metrics/cluster), read with a bearer token made from
+	// MinIOMetricsURL is MinIO's own metrics endpoint
+	// (/minio/metrics/v3/api/requests), read with a bearer token made from
 	// MinIOAccessKey and MinIOSecretKey; its S3 request counts are the
 	// runs' server-side counts.
 	MinIOMetricsURL string `json:"minio_metrics_url,omitempty"`
@@ -175,11 +175,22 @@ type Disk struct {
 	Files int64 `json:"files"`
 	// Ratio is After / RecordBytes.
 	Ratio float64 `json:"ratio"`
+	// Kinds break After down by what the files belong to: "_wal", an nfs
+	// base stream's last name component ("data.d", "meta.m"), or a file
+	// extension.
+	Kinds map[string]DiskKind `json:"kinds,omitempty"`
+}
+
+// DiskKind is the allocated bytes and the files of one kind of file.
+type DiskKind struct {
+	Bytes int64 `json:"bytes"`
+	Files int64 `json:"files"`
 }
 
 // BrokerFigures are a broker's figures around produce-consume's topic.
 type BrokerFigures struct {
-	// CreateSeconds is how long the CreateTopics request took.
+	// CreateSeconds is how long creating the topic took, until every
+	// partition had a leader.
 	CreateSeconds float64 `json:"create_seconds"`
 	// RSSBefore, RSSCreated and RSSEnd are the broker's resident bytes
 	// before the topic was created, right after, and when the runs ended.

@@ -44,6 +44,10 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 		admin.Close()
 		return nil, err
 	}
+	if err := waitLeaders(ctx, admin, topic, c.Streams); err != nil {
+		admin.Close()
+		return nil, err
+	}
 	if bf != nil {
 		bf.CreateSeconds = time.Since(created).Seconds()
 		bf.RSSCreated, _ = rss(c.BrokerPID)
@@ -150,6 +154,39 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 		return first
 	}
 	return w, nil
+}
+
+// waitLeaders waits until every partition of topic has a leader (a broker
+// may answer CreateTopics before its partitions take writes), at most
+// five minutes.
+func waitLeaders(ctx context.Context, cl *kgo.Client, topic string, partitions int) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = &topic
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		ready := 0
+		if err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 {
+			for _, p := range resp.Topics[0].Partitions {
+				if p.ErrorCode == 0 && p.Leader >= 0 {
+					ready++
+				}
+			}
+		}
+		if ready == partitions {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s: %d of %d partitions have a leader after 5 minutes (last error %v)", topic, ready, partitions, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // pacer spaces records rate a second from its start (rate 0: no wait).

@@ -37,14 +37,25 @@ func brokerRequestKind(name string, labels map[string]string) string {
 	return labels["op"]
 }
 
-// minioRequestKind reads MinIO's minio_s3_requests_total by S3 API:
-// object writes are puts, object reads gets, HEADs heads, listings lists
-// and deletions deletes (bucket-level calls count by the same verbs).
+// minioRequestKind reads MinIO's S3 request counters by API: v3's
+// minio_api_requests_total{name="PutObject",type="s3"} (the metrics v3
+// endpoint /minio/metrics/v3/api/requests, current to the second) or v2's
+// minio_s3_requests_total{api="putobject"} (/minio/v2/metrics/cluster,
+// which MinIO caches for about 10 s). Object writes are puts, object
+// reads gets, HEADs heads, listings lists and deletions deletes.
 func minioRequestKind(name string, labels map[string]string) string {
-	if name != "minio_s3_requests_total" {
+	var api string
+	switch name {
+	case "minio_s3_requests_total":
+		api = labels["api"]
+	case "minio_api_requests_total":
+		if t := labels["type"]; t != "" && t != "s3" {
+			return ""
+		}
+		api = strings.ToLower(labels["name"])
+	default:
 		return ""
 	}
-	api := labels["api"]
 	switch {
 	case strings.HasPrefix(api, "put"), strings.HasPrefix(api, "copy"),
 		api == "newmultipartupload", api == "completemultipartupload":
@@ -229,10 +240,47 @@ func rss(pid int) (int64, error) {
 	return 0, fmt.Errorf("process %d: no VmRSS in /proc/%d/status", pid, pid)
 }
 
+// fileKind names what a file under a data directory belongs to. In an
+// nfs driver's directory (objects/NAME@/…/NAME.stream@/…) it is the
+// stream's last name component ("_wal" for every write-ahead stream),
+// a slash, and the file's part of the stream: its directory for numbered
+// files ("c" chunks, "m" chunk metadata, "g" generations), else its name
+// ("hint"): "data.d/c", "meta.m/m", "_wal/c". Elsewhere it is the
+// file's extension (Kafka: ".log", ".index") or "other".
+func fileKind(rel string) string {
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	for i, p := range parts {
+		parts[i] = strings.TrimSuffix(p, "@")
+	}
+	stream := ""
+	for _, p := range parts {
+		if strings.HasPrefix(p, "_wal") {
+			stream = "_wal"
+			break
+		}
+		if k, ok := strings.CutSuffix(p, ".stream"); ok {
+			stream = k
+		}
+	}
+	if stream != "" {
+		last := parts[len(parts)-1]
+		if strings.Trim(last, "0123456789") == "" && len(parts) >= 2 {
+			last = parts[len(parts)-2]
+		}
+		return stream + "/" + last
+	}
+	if ext := filepath.Ext(rel); ext != "" && len(ext) <= 12 {
+		return ext
+	}
+	return "other"
+}
+
 // diskUsage returns the allocated bytes (st_blocks), the apparent bytes
-// and the regular files under dir. Files that vanish during the walk
-// (a compaction deleting them) are skipped.
-func diskUsage(dir string) (alloc, apparent, files int64, err error) {
+// and the regular files under dir, and the allocated bytes and files by
+// fileKind. Files that vanish during the walk (a compaction deleting
+// them) are skipped.
+func diskUsage(dir string) (alloc, apparent, files int64, kinds map[string]DiskKind, err error) {
+	kinds = map[string]DiskKind{}
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -250,21 +298,26 @@ func diskUsage(dir string) (alloc, apparent, files int64, err error) {
 		if err != nil {
 			return err
 		}
+		a := fi.Size()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			a = st.Blocks * 512
+		}
 		files++
 		apparent += fi.Size()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			alloc += st.Blocks * 512
-		} else {
-			alloc += fi.Size()
-		}
+		alloc += a
+		rel, _ := filepath.Rel(dir, path)
+		k := kinds[fileKind(rel)]
+		k.Bytes += a
+		k.Files++
+		kinds[fileKind(rel)] = k
 		return nil
 	})
-	return alloc, apparent, files, err
+	return alloc, apparent, files, kinds, err
 }
 
 // settleDisk measures dir when the runs ended and again after settle.
 func settleDisk(ctx context.Context, dir string, recordBytes int64, settle time.Duration, progress io.Writer, label string) (*Disk, error) {
-	before, _, _, err := diskUsage(dir)
+	before, _, _, _, err := diskUsage(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -278,11 +331,11 @@ func settleDisk(ctx context.Context, dir string, recordBytes int64, settle time.
 			return nil, ctx.Err()
 		}
 	}
-	after, apparent, files, err := diskUsage(dir)
+	after, apparent, files, kinds, err := diskUsage(dir)
 	if err != nil {
 		return nil, err
 	}
-	d := &Disk{RecordBytes: recordBytes, Before: before, After: after, Apparent: apparent, Files: files}
+	d := &Disk{RecordBytes: recordBytes, Before: before, After: after, Apparent: apparent, Files: files, Kinds: kinds}
 	if recordBytes > 0 {
 		d.Ratio = float64(after) / float64(recordBytes)
 	}

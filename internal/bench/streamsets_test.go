@@ -40,7 +40,18 @@ minio_s3_requests_total{api="weird \"quoted\" api",server="x"} 1
 `
 	st, err = parseRequests(strings.NewReader(minio), minioRequestKind)
 	if err != nil || st.Puts != 1510 || st.Gets != 40 || st.Heads != 7 || st.Lists != 3 || st.Deletes != 1 {
-		t.Fatalf("MinIO metrics: %+v, %v", st, err)
+		t.Fatalf("MinIO v2 metrics: %+v, %v", st, err)
+	}
+	v3 := `minio_api_requests_total{name="PutObject",server="127.0.0.1:9000",type="s3"} 46915
+minio_api_requests_total{name="PutBucket",server="127.0.0.1:9000",type="s3"} 2
+minio_api_requests_total{name="GetObject",server="127.0.0.1:9000",type="s3"} 12
+minio_api_requests_total{name="HeadObject",server="127.0.0.1:9000",type="s3"} 5
+minio_api_requests_total{name="PutObject",server="127.0.0.1:9000",type="admin"} 99
+minio_api_requests_errors_total{name="PutBucket",server="127.0.0.1:9000",type="s3"} 1
+`
+	st, err = parseRequests(strings.NewReader(v3), minioRequestKind)
+	if err != nil || st.Puts != 46917 || st.Gets != 12 || st.Heads != 5 {
+		t.Fatalf("MinIO v3 metrics: %+v, %v", st, err)
 	}
 	if _, _, _, ok := parseSample(`bad{api="x} 1`); ok {
 		t.Error("a sample with an unterminated label value parsed")
@@ -105,6 +116,9 @@ func TestProduceConsumePacedWithBackendFigures(t *testing.T) {
 	if d == nil || d.RecordBytes < int64(c.Runs)*rate/4*1024 || d.After <= 0 || d.Files <= 0 || d.Ratio != float64(d.After)/float64(d.RecordBytes) {
 		t.Errorf("disk %+v", d)
 	}
+	if k := d.Kinds; k == nil || k["data/c"].Files == 0 || k["meta/c"].Files == 0 {
+		t.Errorf("disk by kind %+v, want the partitions' data and meta streams", k)
+	}
 	if bf := res.Broker; bf == nil || bf.RSSBefore <= 0 || bf.RSSEnd <= 0 || bf.CreateSeconds <= 0 {
 		t.Errorf("broker figures %+v", bf)
 	}
@@ -112,6 +126,23 @@ func TestProduceConsumePacedWithBackendFigures(t *testing.T) {
 	WriteMarkdown(&table, Report{Results: []Result{res}}, "x")
 	if !strings.Contains(table.String(), "### Backend requests, disk and memory") {
 		t.Errorf("markdown lacks the backend table:\n%s", table.String())
+	}
+}
+
+// TestFileKind names the files of an nfs data directory and of Kafka's.
+func TestFileKind(t *testing.T) {
+	for path, want := range map[string]string{
+		"objects/c@/t@/ab@/38@/data.m.stream@/Y2MT@/c@/00000000000000000001": "data.m/c",
+		"objects/c@/t@/ab@/38@/data.d.stream@/g@/00000000000000000000":       "data.d/g",
+		"objects/c@/t@/ab@/38@/meta.m.stream@/Y2MT@/hint":                    "meta.m/hint",
+		"objects/c@/_wal@/0f3e-1.stream@/Y2MT@/c@/00000000000000000007":      "_wal/c",
+		"strata-bench-x-7/00000000000000000000.log":                          ".log",
+		"meta.properties": ".properties",
+		"README":          "other",
+	} {
+		if got := fileKind(path); got != want {
+			t.Errorf("fileKind(%q) = %q, want %q", path, got, want)
+		}
 	}
 }
 
