@@ -100,6 +100,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		diskDir    = fs.String("disk", "", "directory whose disk usage is measured after the runs, against the record bytes written")
 		settle     = fs.Duration("settle", 0, "wait this long after the runs before measuring --disk (background compaction)")
 		brokerPID  = fs.Int("broker-pid", 0, "produce-consume: the broker's pid, for its resident memory around topic creation")
+		consume    = fs.Bool("consume", true, "produce-consume: run the consumer (false: the producer alone)")
 		system     = fs.String("system", "", "name of the system under test in labels (default: workload and driver)")
 		jsonOut    = fs.Bool("json", false, "print one JSON report on stdout")
 		outDir     = fs.String("out", "", "directory for report.json and PNG charts")
@@ -181,7 +182,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 								PrefillBytes: int64(pre), RetainBytes: int64(ret), CatchupAppends: *catchupApp, FetchBytes: fb, Brokers: *brokers, System: *system,
 								Rate: *rate, ActivePartitions: *active, MetricsURL: *metricsURL, MinIOMetricsURL: *minioURL,
 								MinIOAccessKey: os.Getenv("STRATA_MINIO_ACCESS_KEY"), MinIOSecretKey: os.Getenv("STRATA_MINIO_SECRET_KEY"),
-								DiskDir: *diskDir, Settle: *settle, BrokerPID: *brokerPID}
+								DiskDir: *diskDir, Settle: *settle, BrokerPID: *brokerPID, NoConsume: !*consume}
 							if wl == bench.WorkloadProduceConsume {
 								c.Driver = "" // the broker's business
 							}

@@ -86,6 +86,9 @@ type Config struct {
 	// ActivePartitions is how many partitions produce-consume produces to
 	// (the first ones, round robin; 0: all of Streams).
 	ActivePartitions int `json:"active_partitions,omitempty"`
+	// NoConsume runs produce-consume without its consumer (the e2e series
+	// stays empty).
+	NoConsume bool `json:"no_consume,omitempty"`
 	// MetricsURL is a broker's Prometheus endpoint (strata serve's
 	// /metrics) whose strata_backend_requests_total are the runs' request
 	// counts when the target does not count its own.
@@ -288,8 +291,8 @@ func (c *Config) Normalize() error {
 	if c.ActivePartitions < 0 || c.ActivePartitions > c.Streams {
 		return fmt.Errorf("active partitions %d: want 0 (all) to %d", c.ActivePartitions, c.Streams)
 	}
-	if (c.Rate > 0 || c.ActivePartitions > 0 || c.BrokerPID != 0) && c.Workload != WorkloadProduceConsume {
-		return fmt.Errorf("rate, active partitions and broker pid: produce-consume only, not %s", c.Workload)
+	if (c.Rate > 0 || c.ActivePartitions > 0 || c.BrokerPID != 0 || c.NoConsume) && c.Workload != WorkloadProduceConsume {
+		return fmt.Errorf("rate, active partitions, broker pid and no consumer: produce-consume only, not %s", c.Workload)
 	}
 	if c.Settle < 0 {
 		return fmt.Errorf("settle %v: must not be negative", c.Settle)
@@ -318,6 +321,9 @@ func (c Config) defaultLabel() string {
 	}
 	if c.Rate > 0 {
 		fmt.Fprintf(&b, " r=%d/s", c.Rate)
+	}
+	if c.NoConsume {
+		b.WriteString(" no-consumer")
 	}
 	if c.Linger > 0 {
 		fmt.Fprintf(&b, " l=%v", c.Linger)

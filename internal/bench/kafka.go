@@ -77,12 +77,6 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 			return fmt.Errorf("kafka producer for %s: %w", c.Brokers, err)
 		}
 		defer prod.Close()
-		cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
-		if err != nil {
-			return fmt.Errorf("kafka consumer for %s: %w", c.Brokers, err)
-		}
-		defer cons.Close()
 		pollCtx, cancelPoll := context.WithCancel(ctx)
 		defer cancelPoll()
 		var mu sync.Mutex
@@ -95,24 +89,17 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 			mu.Unlock()
 		}
 		consumed := make(chan error, 1)
-		go func() {
-			for {
-				fs := cons.PollFetches(pollCtx)
-				if pollCtx.Err() != nil {
-					consumed <- nil
-					return
-				}
-				if errs := fs.Errors(); len(errs) > 0 {
-					consumed <- fmt.Errorf("consume %s from %s: %w", topic, c.Brokers, errs[0].Err)
-					return
-				}
-				now := time.Now().UnixNano()
-				fs.EachRecord(func(r *kgo.Record) {
-					sent := int64(binary.LittleEndian.Uint64(r.Value))
-					m.record(1, int64(len(r.Value)), 1, time.Duration(now-sent))
-				})
+		if c.NoConsume {
+			consumed <- nil
+		} else {
+			cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+			if err != nil {
+				return fmt.Errorf("kafka consumer for %s: %w", c.Brokers, err)
 			}
-		}()
+			defer cons.Close()
+			go consume(pollCtx, cons, m, topic, c.Brokers, consumed)
+		}
 		// Values are random (incompressible) apart from the send time, and
 		// sent uncompressed: bytes on disk compare with the bytes sent.
 		tmpl := randomPayload(c.BatchBytes)
@@ -154,6 +141,28 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 		return first
 	}
 	return w, nil
+}
+
+// consume polls cons until ctx ends, recording each record's end-to-end
+// latency (from the send time in its value) into series 1 of m; it sends
+// the first fetch error (or nil) on done.
+func consume(ctx context.Context, cons *kgo.Client, m *meter, topic, brokers string, done chan<- error) {
+	for {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			done <- nil
+			return
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			done <- fmt.Errorf("consume %s from %s: %w", topic, brokers, errs[0].Err)
+			return
+		}
+		now := time.Now().UnixNano()
+		fs.EachRecord(func(r *kgo.Record) {
+			sent := int64(binary.LittleEndian.Uint64(r.Value))
+			m.record(1, int64(len(r.Value)), 1, time.Duration(now-sent))
+		})
+	}
 }
 
 // waitLeaders waits until every partition of topic has a leader (a broker

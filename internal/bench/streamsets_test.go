@@ -166,3 +166,17 @@ func TestCombine(t *testing.T) {
 		t.Fatalf("a: %d runs, p50 %v, puts/s %v, disk %v", len(a.Runs), a.Median[0].Latency.P50, a.Requests.PutsPerSec, a.Disk.Ratio)
 	}
 }
+
+// TestProduceWithoutConsumer runs the producer alone: produces are
+// counted, nothing is consumed.
+func TestProduceWithoutConsumer(t *testing.T) {
+	c := Config{Workload: WorkloadProduceConsume, BatchBytes: 64, Inflight: 64, Streams: 2, NoConsume: true,
+		Duration: 200 * time.Millisecond, Runs: 1, Brokers: startBroker(t)}
+	res, err := Execute(t.Context(), c, Target{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, e := res.Median[0], res.Median[1]; p.Ops <= 0 || e.Ops != 0 || !strings.HasSuffix(res.Config.Label, "no-consumer") {
+		t.Fatalf("produce %+v, e2e %+v, label %q: want produces only", p, e, res.Config.Label)
+	}
+}
