@@ -18,7 +18,8 @@ import (
 // prepareKafka creates a fresh topic of c.Streams partitions on the
 // brokers c.Brokers and returns the produce-consume workload on it: one
 // kgo producer (acks=all, idempotent, linger c.Linger, c.Inflight records
-// buffered, no compression) producing records of c.BatchBytes random
+// buffered, no compression, kgo's default batch limit, within Kafka's
+// default message.max.bytes) producing records of c.BatchBytes random
 // bytes stamped with their send time, round robin over the first c.ActivePartitions partitions
 // (all by default), c.Rate records a second in all (0: unpaced), and one
 // kgo consumer reading the topic from the start.
@@ -72,7 +73,7 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 		prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(c.Linger),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
-			kgo.MaxBufferedRecords(c.Inflight), kgo.ProducerBatchMaxBytes(16<<20))
+			kgo.MaxBufferedRecords(c.Inflight))
 		if err != nil {
 			return fmt.Errorf("kafka producer for %s: %w", c.Brokers, err)
 		}
