@@ -64,6 +64,10 @@ func TestBenchBadInput(t *testing.T) {
 		{"bench", "--process", "sideways"},
 		{"bench", "--workload", "produce-consume"},
 		{"bench", "--workload", "raw", "--process", "out"},
+		{"bench", "--workload", "produce-consume", "--brokers", "x:1", "--rate", "-1"},
+		{"bench", "--workload", "produce-consume", "--brokers", "x:1", "--streams", "2", "--active-partitions", "5"},
+		{"bench", "--workload", "append", "--rate", "100"},
+		{"bench", "--workload", "produce-consume", "--brokers", "x:1", "--settle", "-1s"},
 		{"bench", "--driver", "memory", "--linger", "5ms", "--duration", "10ms", "--runs", "1", "--warmup", "0s", "--json"},
 	} {
 		var stdout, stderr bytes.Buffer
