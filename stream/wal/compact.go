@@ -11,8 +11,9 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// passParallelism bounds the streams one compaction pass works on at once.
-const passParallelism = 16
+// passParallelism bounds the streams one compaction pass works on at once:
+// a pass's puts compete with the WAL's for the backend, so it goes slowly.
+const passParallelism = 4
 
 // due says a compaction pass should run: the acknowledged tails reached
 // CompactBytes, or the oldest is older than CompactInterval.
@@ -128,7 +129,11 @@ func (h *vstream) compact(ctx context.Context, kind byte) error {
 	// A WAL append that failed during the copy broke the session: its
 	// entries may be in the WAL (readers may have seen them), so the
 	// record keeps naming it until settling has fenced and copied it (W7).
-	park := kind == kindClose || (len(c.tail) == 0 && h.inflight == 0 && h.state == live && len(h.retry) == 0)
+	// Park only a stream idle since the last pass: an active one would
+	// claim again at its next append, a record more than moving its
+	// claim on.
+	park := kind == kindClose || (len(c.tail) == 0 && h.inflight == 0 && h.state == live && len(h.retry) == 0 && !h.appendedSincePass)
+	h.appendedSincePass = false
 	if park {
 		h.cl = nil // appends from now on claim again, after this record
 	}
@@ -306,8 +311,9 @@ func (s *Store) sweep(ctx context.Context) error {
 	return nil
 }
 
-// namedWALs reads every meta stream's last record and returns the WALs
-// they name.
+// namedWALs reads the last record of every meta stream this session does
+// not hold (a held stream's open moved it off any other WAL) and returns
+// the WALs they name.
 func (s *Store) namedWALs(ctx context.Context) (map[string]bool, error) {
 	names, err := s.base.List(ctx, "")
 	if err != nil {
@@ -317,6 +323,9 @@ func (s *Store) namedWALs(ctx context.Context) (map[string]bool, error) {
 	for _, n := range names {
 		if !strings.HasSuffix(n, metaSuffix) {
 			continue
+		}
+		if s.holds(strings.TrimSuffix(n, metaSuffix)) {
+			continue // its last record names this session's WAL or none
 		}
 		st, err := s.base.Open(ctx, n, stream.OpenOptions{Mode: stream.ModeReadOnly})
 		if errors.Is(err, stream.ErrNotFound) {
@@ -335,4 +344,17 @@ func (s *Store) namedWALs(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// holds says the session holds name read-write and has not been fenced.
+func (s *Store) holds(name string) bool {
+	s.mu.Lock()
+	h := s.handles[name]
+	s.mu.Unlock()
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state == live || h.state == broken
 }

@@ -60,21 +60,22 @@ type vstream struct {
 	// trusting its NextOffset again (W8).
 	dataSuspect bool
 
-	mu         sync.Mutex
-	settled    *sync.Cond // signalled when inflight drops to 0
-	state      int
-	why        error // of broken and fenced
-	inc        id
-	start      int64
-	next       int64 // offset of the next append (acked + in flight)
-	acked      int64 // end of the acknowledged appends: NextOffset
-	dataNext   int64 // V.data's NextOffset: V.data holds V below it
-	cl         *claim
-	inflight   int
-	closing    bool      // Close has begun: no new appends
-	retry      []*queued // taken back from ended WALs, waiting for settle
-	recovering bool
-	lastStart  int64 // start of the last record written (monotonic, R5-like)
+	mu                sync.Mutex
+	settled           *sync.Cond // signalled when inflight drops to 0
+	state             int
+	why               error // of broken and fenced
+	inc               id
+	start             int64
+	next              int64 // offset of the next append (acked + in flight)
+	acked             int64 // end of the acknowledged appends: NextOffset
+	dataNext          int64 // V.data's NextOffset: V.data holds V below it
+	cl                *claim
+	inflight          int
+	closing           bool      // Close has begun: no new appends
+	appendedSincePass bool      // an append was admitted since the last compaction pass
+	retry             []*queued // taken back from ended WALs, waiting for settle
+	recovering        bool
+	lastStart         int64 // start of the last record written (monotonic, R5-like)
 }
 
 func (s *Store) newHandle(name string, epoch uint64, meta, data stream.Stream) *vstream {
@@ -170,6 +171,7 @@ func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFutu
 			if err == nil {
 				h.next = e.end()
 				h.inflight++
+				h.appendedSincePass = true
 				h.mu.Unlock()
 				return f
 			}
@@ -426,7 +428,7 @@ func (h *vstream) writeRecord(ctx context.Context, rec record) error {
 }
 
 // metaTrimEvery is how many records V.meta grows by between its trims.
-const metaTrimEvery = 256
+const metaTrimEvery = 16
 
 // recorded notes that rec is V.meta's last record or older than it: a
 // claim of this session that rec does not name can no longer be named
