@@ -171,3 +171,17 @@ func TestLegacyObjectsStayReadable(t *testing.T) {
 	defer w2.Close()
 	checkBatches(t, fetchAll(t, w2, 0), 0, 12)
 }
+
+// TestListWithForeignGeneration: a stream whose generation is another
+// stream's object (as a store on another prefix of the same bucket sees
+// that store's streams) is listed, not an error of List: opening it is
+// where the corruption is reported.
+func TestListWithForeignGeneration(t *testing.T) {
+	mem, lx, ly := twoStreams(t)
+	copyObject(t, mem, genKey(ly.name, 0), genKey(lx.name, 0))
+	s := newTestStore(t, keepOpen{mem}, Options{Driver: "identity-test"})
+	names, err := s.List(context.Background(), "")
+	if err != nil || len(names) != 2 {
+		t.Fatalf("List with a foreign generation: %v, %v; want both names", names, err)
+	}
+}

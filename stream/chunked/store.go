@@ -470,6 +470,14 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	for name := range gens {
 		// The newest generation decides; probe past the listed one too.
 		_, g, found, err := s.currentGen(ctx, name)
+		if errors.Is(err, stream.ErrCorrupt) {
+			// Unreadable as this stream's (an object written under
+			// another name, such as another prefix's store): list the
+			// name; opening it reports the corruption.
+			s.opts.Logger.Warn("chunked: listing a stream whose generation does not check", "stream", name, "err", err)
+			out = append(out, name)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -479,6 +487,11 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 		// A Delete that stopped before its tombstone: the delete manifest
 		// already made the stream deleted.
 		_, m, err := s.latestManifest(ctx, newLayout(name, g.Inc))
+		if errors.Is(err, stream.ErrCorrupt) {
+			s.opts.Logger.Warn("chunked: listing a stream whose manifest does not check", "stream", name, "err", err)
+			out = append(out, name)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: %w", name, err)
 		}
