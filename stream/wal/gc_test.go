@@ -2,6 +2,7 @@ package wal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -74,5 +75,46 @@ func TestCompactionGCAndSweep(t *testing.T) {
 	}
 	if bs, err := b.Fetch(ctx, 0, stream.NoEnd, 0); err != nil || len(bs) != 3 {
 		t.Fatalf("b after the sweep: %d batches, %v", len(bs), err)
+	}
+}
+
+// TestLegacyStreamServedAsIs: a base stream written before stream sets
+// (a stream of the very name, no meta stream) is listed, read and
+// appended to as it is, read-write and read-only.
+func TestLegacyStreamServedAsIs(t *testing.T) {
+	ctx := context.Background()
+	base := memory.New(memory.Config{})
+	old, err := base.Open(ctx, "orders-3/log", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, old, "before")
+	old.Close()
+	s := newTestStore(t, base)
+	if names, err := s.List(ctx, ""); err != nil || !slices.Equal(names, []string{"orders-3/log"}) {
+		t.Fatalf("List: %v, %v; want the legacy stream", names, err)
+	}
+	rw, err := s.Open(ctx, "orders-3/log", stream.OpenOptions{Epoch: 2, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := mustAppend(t, rw, "after"); r.BaseOffset != 1 {
+		t.Fatalf("append to the legacy stream at %d, want 1", r.BaseOffset)
+	}
+	rw.Close()
+	ro, err := s.Open(ctx, "orders-3/log", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	bs, err := ro.Fetch(ctx, 0, stream.NoEnd, 0)
+	if err != nil || len(bs) != 2 || string(bs[0].Payload) != "before" || string(bs[1].Payload) != "after" {
+		t.Fatalf("read-only fetch of the legacy stream: %d batches, %v", len(bs), err)
+	}
+	if err := s.Create(ctx, "orders-3/log"); !errors.Is(err, stream.ErrAlreadyExists) {
+		t.Fatalf("Create over a legacy stream: %v, want ErrAlreadyExists", err)
+	}
+	if _, err := base.Open(ctx, metaName("orders-3/log"), stream.OpenOptions{Mode: stream.ModeReadOnly}); !errors.Is(err, stream.ErrNotFound) {
+		t.Fatalf("the legacy stream gained a meta stream: %v", err)
 	}
 }

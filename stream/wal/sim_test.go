@@ -22,8 +22,8 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// The deterministic simulation test of the virtual-stream layer (DESIGN.md
-// section 9), as stream/chunked/sim_test.go is of the engine. Each
+// The deterministic simulation test of the virtual-stream layer (docs/streamsets.md;
+// the contract is docs/design.md), as stream/chunked/sim_test.go is of the engine. Each
 // schedule runs several wal Stores ("processes", each a writer session
 // with WALs of its own) on one fault-injecting base (simbase_test.go):
 // base appends to WALs, V.meta and V.data time out and land later or

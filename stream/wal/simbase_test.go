@@ -19,7 +19,7 @@ import (
 // create, delete, trim, and every append — is an operation that waits for
 // the scheduler, which applies it, answers it, times it out (the
 // operation may still land later, or never) or drops it, as the base
-// contract of DESIGN.md section 2 allows:
+// contract of docs/design.md (the Stream contract) allows:
 //
 //   - appends of one session land in call order: when one lands, every
 //     earlier one that has not landed never will;
