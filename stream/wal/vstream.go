@@ -205,15 +205,31 @@ func (h *vstream) ackedItems(items []*queued, walOff int64) {
 		if q.e.end() > h.acked {
 			h.acked = q.e.end()
 		}
-		h.inflight--
 	}
+	h.mu.Unlock()
+	if ackHook != nil {
+		ackHook()
+	}
+	for _, q := range items {
+		q.done(stream.AppendResult{BaseOffset: q.e.base, NextOffset: q.e.end()}, nil)
+	}
+	// Only now are they settled: Close, waiting for in-flight appends,
+	// must not return before their futures are done.
+	h.doneInflight(len(items))
+}
+
+// ackHook, set only by tests, runs between recording an acknowledged WAL
+// batch and completing its futures.
+var ackHook func()
+
+// doneInflight counts n in-flight appends as completed or taken back.
+func (h *vstream) doneInflight(n int) {
+	h.mu.Lock()
+	h.inflight -= n
 	if h.inflight == 0 {
 		h.settled.Broadcast()
 	}
 	h.mu.Unlock()
-	for _, q := range items {
-		q.done(stream.AppendResult{BaseOffset: q.e.base, NextOffset: q.e.end()}, nil)
-	}
 }
 
 // failedBatch takes back the session's entries of failed WAL batches:
@@ -224,10 +240,6 @@ func (h *vstream) ackedItems(items []*queued, walOff int64) {
 // settling fails do they fail.
 func (h *vstream) failedBatch(items []*queued, err error) {
 	h.mu.Lock()
-	h.inflight -= len(items)
-	if h.inflight == 0 {
-		h.settled.Broadcast()
-	}
 	if h.state == fenced || errors.Is(err, stream.ErrClosed) || h.s.opts.broken.noPoison {
 		why := h.why
 		if h.state != fenced {
@@ -240,6 +252,7 @@ func (h *vstream) failedBatch(items []*queued, err error) {
 		for _, q := range items {
 			q.done(stream.AppendResult{}, why)
 		}
+		h.doneInflight(len(items))
 		return
 	}
 	// Keep them in offset order: the acker fails the queued appends of an
@@ -252,6 +265,10 @@ func (h *vstream) failedBatch(items []*queued, err error) {
 	}
 	start := !h.recovering
 	h.recovering = true
+	h.inflight -= len(items) // now in h.retry, which Close settles
+	if h.inflight == 0 {
+		h.settled.Broadcast()
+	}
 	h.mu.Unlock()
 	if start {
 		go h.recover()
