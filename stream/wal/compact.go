@@ -311,9 +311,11 @@ func (s *Store) sweep(ctx context.Context) error {
 	return nil
 }
 
-// namedWALs reads the last record of every meta stream this session does
-// not hold (a held stream's open moved it off any other WAL) and returns
-// the WALs they name.
+// namedWALs reads the last record of every meta stream and returns the
+// WALs they name. It reads the streams this session holds too: a holder
+// that has not yet heard it was superseded (at an equal or higher epoch)
+// would otherwise hide the record naming the new owner's WAL, and the
+// sweep would delete acknowledged data (simulation seed 2375).
 func (s *Store) namedWALs(ctx context.Context) (map[string]bool, error) {
 	names, err := s.base.List(ctx, "")
 	if err != nil {
@@ -323,9 +325,6 @@ func (s *Store) namedWALs(ctx context.Context) (map[string]bool, error) {
 	for _, n := range names {
 		if !strings.HasSuffix(n, metaSuffix) {
 			continue
-		}
-		if s.holds(strings.TrimSuffix(n, metaSuffix)) {
-			continue // its last record names this session's WAL or none
 		}
 		st, err := s.base.Open(ctx, n, stream.OpenOptions{Mode: stream.ModeReadOnly})
 		if errors.Is(err, stream.ErrNotFound) {
@@ -344,17 +343,4 @@ func (s *Store) namedWALs(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	return out, nil
-}
-
-// holds says the session holds name read-write and has not been fenced.
-func (s *Store) holds(name string) bool {
-	s.mu.Lock()
-	h := s.handles[name]
-	s.mu.Unlock()
-	if h == nil {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.state == live || h.state == broken
 }

@@ -198,6 +198,7 @@ func TestWALSimulationRegressions(t *testing.T) {
 		{"an open that read no record deleted V.data a newer owner had written", 6363, false},
 		{"compaction parked a stream whose WAL had just failed", 502, true},
 		{"a WAL a sweeper deleted before its claim landed made the stream unreadable", 2, false},
+		{"a sweeper skipped a stream it held unaware of an equal-epoch takeover and deleted the new owner's WAL", 2375, false},
 	}
 	for _, c := range cases {
 		res := simRunWith(c.seed, 200, brokenRules{}, false, c.noSweep)
