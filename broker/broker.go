@@ -376,6 +376,31 @@ func (b *Broker) latestEpoch(ctx context.Context) (int32, error) {
 	return int32(min(s.NextOffset(), 1<<31-1)), nil
 }
 
+// refreshEpoch is latestEpoch on the read-only session *s, opened on first
+// use and again after an error.
+func (b *Broker) refreshEpoch(ctx context.Context, s *stream.Stream) (int32, error) {
+	if *s == nil {
+		if !b.cfg.Store.Info().ReadOnlyOpen {
+			return 0, nil
+		}
+		st, err := b.cfg.Store.Open(ctx, b.streamName("__brokers"), stream.OpenOptions{Mode: stream.ModeReadOnly})
+		if err != nil {
+			return 0, err
+		}
+		*s = st
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st := *s
+	// A fetch at the session's end refreshes its view.
+	if _, err := st.Fetch(ctx, st.NextOffset(), stream.NoEnd, 1); err != nil && !errors.Is(err, stream.ErrOffsetOutOfRange) {
+		_ = st.Close()
+		*s = nil
+		return 0, err
+	}
+	return int32(min(st.NextOffset(), 1<<31-1)), nil
+}
+
 // watchFence polls the broker-epoch stream: a later allocation means a newer
 // broker took over. Once fenced (by the poll or by a write), it learns the
 // newest epoch and closes superseded.
@@ -383,6 +408,14 @@ func (b *Broker) watchFence() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.FenceCheckInterval)
 	defer t.Stop()
+	// One read-only session, refreshed by each check: opening one per
+	// check cost tens of backend reads every FenceCheckInterval.
+	var epochs stream.Stream
+	defer func() {
+		if epochs != nil {
+			_ = epochs.Close()
+		}
+	}()
 	for {
 		select {
 		case <-b.ctx.Done():
@@ -390,7 +423,7 @@ func (b *Broker) watchFence() {
 		case <-t.C:
 		case <-b.fenceKick:
 		}
-		newer, err := b.latestEpoch(b.ctx)
+		newer, err := b.refreshEpoch(b.ctx, &epochs)
 		if err == nil && newer > b.epoch {
 			b.setFenced(fmt.Sprintf("broker epoch %d allocated", newer))
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/wal"
 )
 
 // TestGroupConsumerSurvivesTakeover: a group consumer reading through broker
@@ -175,5 +176,33 @@ func TestSupersededAfterTakeover(t *testing.T) {
 	}
 	if want := "another broker (epoch 2) took over cluster strata; this broker (epoch 1) no longer owns its partitions"; a.Err().Error() != want {
 		t.Fatalf("Err: %q, want %q", a.Err(), want)
+	}
+}
+
+// TestSupersededOnStreamSets: an idle broker on stream sets learns of a
+// takeover from its poll of the broker-epoch stream, a read-only virtual
+// stream it keeps open and refreshes (the newer broker's allocation is in
+// that broker's WAL).
+func TestSupersededOnStreamSets(t *testing.T) {
+	dir := t.TempDir()
+	sets := func() stream.Store {
+		s, err := wal.NewStore(nfsStore(t, dir), wal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, _ := startBroker(t, sets(), nil)
+	time.Sleep(3 * a.cfg.FenceCheckInterval) // a few polls on the open session first
+	b, _ := startBroker(t, sets(), nil)
+	select {
+	case <-a.Superseded():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the old broker did not see the takeover within 30s")
+	}
+	var se *SupersededError
+	if err := a.Err(); !errors.As(err, &se) || se.Newer != b.Epoch() {
+		t.Fatalf("Err after the takeover: %#v", err)
 	}
 }

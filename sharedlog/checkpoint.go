@@ -304,8 +304,28 @@ func (l *Log) writeCheckpoint(ctx context.Context, snap *snapshot) error {
 			first = r.BaseOffset
 		}
 	}
+	// A trim is a durable write of its own (on stream sets, a record in
+	// the stream's meta stream), so older checkpoints are trimmed only
+	// every checkpointsPerTrim checkpoints or checkpointBytesPerTrim bytes:
+	// a reader takes the latest complete one whatever precedes it.
+	l.heldCkpts++
+	for _, p := range parts {
+		l.heldCkptBytes += int64(len(p))
+	}
+	if l.heldCkpts < checkpointsPerTrim && l.heldCkptBytes < checkpointBytesPerTrim {
+		return nil
+	}
 	if err := l.meta.Trim(ctx, first); err != nil {
 		return fmt.Errorf("trim %q to checkpoint at offset %d: %w", l.meta.Name(), first, err)
 	}
+	l.heldCkpts, l.heldCkptBytes = 0, 0
 	return nil
 }
+
+// The metadata stream is trimmed to the latest checkpoint once it holds
+// this many checkpoints, or this many bytes of them, since its last trim;
+// an open reads at most about that much before the latest.
+const (
+	checkpointsPerTrim     = 8
+	checkpointBytesPerTrim = 4 << 20
+)

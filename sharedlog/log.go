@@ -58,6 +58,11 @@ type Log struct {
 
 	recovery RecoveryStats
 
+	// heldCkpts and heldCkptBytes count the checkpoints written since the
+	// metadata stream was last trimmed; guarded by ckptMu.
+	heldCkpts     int
+	heldCkptBytes int64
+
 	ckptMu sync.Mutex    // serialises checkpoints and trims
 	mu     sync.Mutex    // guards the fields below
 	next   int64         // end of submitted appends (the log end offset)

@@ -23,7 +23,7 @@ type streamSetsConfig struct {
 	// MaxFlushBytes cuts a WAL batch at this size (default 4 MiB).
 	MaxFlushBytes int `yaml:"max_flush_bytes"`
 	// CompactBytes starts compaction when this much acked data is not yet
-	// in per-partition data streams (default 64 MiB).
+	// in per-partition data streams (default 128 MiB).
 	CompactBytes int64 `yaml:"compact_bytes"`
 	// CompactInterval starts compaction when the oldest such data is this
 	// old (default 5m).

@@ -1,9 +1,11 @@
 package wal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -15,36 +17,64 @@ import (
 // a pass's puts compete with the WAL's for the backend, so it goes slowly.
 const passParallelism = 4
 
-// due says a compaction pass should run: the acknowledged tails reached
-// CompactBytes, or the oldest is older than CompactInterval.
-func (s *Store) due() bool {
+// passPlan is what a background compaction pass copies. Every stream
+// costs the same two puts per pass (its V.data append and its record)
+// whatever its tail holds, so a pass copies the streams worth copying:
+// those holding a fair share of the bytes that made the pass due, and those
+// whose oldest batch nears CompactInterval (they pin the WAL, and would
+// soon make a pass due of their own). A stream with a small, young tail
+// waits: it pins only the WAL's retention, not memory.
+type passPlan struct {
+	all     bool  // copy every tail (a forced pass: Compact, tests)
+	minTail int64 // a tail of at least this many bytes is copied
+	aged    time.Time
+}
+
+// take says whether the plan copies a stream's tail of n bytes whose
+// oldest batch was acknowledged at oldest.
+func (p passPlan) take(n int, oldest time.Time) bool {
+	return p.all || n == 0 || int64(n) >= p.minTail || !oldest.After(p.aged)
+}
+
+// due says whether a background pass should run, and what it copies: the
+// acknowledged tails reached CompactBytes (then a tail of at least a
+// quarter of the average is copied), or the oldest is older than
+// CompactInterval (then only the tails older than half of it).
+func (s *Store) due() (passPlan, bool) {
 	s.mu.Lock()
 	hs := make([]*vstream, 0, len(s.handles))
 	for _, h := range s.handles {
 		hs = append(hs, h)
 	}
 	s.mu.Unlock()
-	var bytes int64
+	now := time.Now()
+	var (
+		bytes, tails int64
+		aged         bool
+	)
 	for _, h := range hs {
 		h.mu.Lock()
 		if c := h.cl; c != nil && len(c.tail) > 0 {
 			bytes += int64(c.tailBytes)
-			if time.Since(c.oldest) > s.opts.CompactInterval {
-				bytes = s.opts.CompactBytes
+			tails++
+			if now.Sub(c.oldest) > s.opts.CompactInterval {
+				aged = true
 			}
 		}
 		h.mu.Unlock()
-		if bytes >= s.opts.CompactBytes {
-			return true
-		}
 	}
-	return false
+	plan := passPlan{minTail: math.MaxInt64, aged: now.Add(-s.opts.CompactInterval / 2)}
+	if bytes >= s.opts.CompactBytes {
+		plan.minTail = max(1, bytes/tails/4)
+	}
+	return plan, aged || bytes >= s.opts.CompactBytes
 }
 
-// pass compacts every held stream's acknowledged tail into its data
-// stream, then trims the live WAL below what the records name and deletes
-// ended WALs nothing names (W6).
-func (s *Store) pass(ctx context.Context, force bool) error {
+// pass compacts the held streams' acknowledged tails that plan takes into
+// their data streams, then trims the live WAL below what the records name
+// and deletes ended WALs nothing names (W6). A stream the plan leaves keeps
+// its claim's pin, which bounds the trim.
+func (s *Store) pass(ctx context.Context, plan passPlan) error {
 	s.mu.Lock()
 	w := s.w
 	hs := make([]*vstream, 0, len(s.handles))
@@ -64,6 +94,18 @@ func (s *Store) pass(ctx context.Context, force bool) error {
 		first error
 	)
 	for _, h := range hs {
+		h.mu.Lock()
+		take := true
+		if c := h.cl; c != nil {
+			take = plan.take(c.tailBytes, c.oldest)
+			if !take {
+				c.detachTail()
+			}
+		}
+		h.mu.Unlock()
+		if !take {
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -92,6 +134,23 @@ func (s *Store) pass(ctx context.Context, force bool) error {
 		first = errors.Join(first, err)
 	}
 	return first
+}
+
+// detachTail gives the tail's entries payloads of their own: a tail a
+// pass leaves is small, and its entries would otherwise keep whole WAL
+// batches in memory (every other entry of which is compacted). Entries
+// are replaced, never changed: a copy being read keeps its payload. Called
+// with the stream's mu held.
+func (c *claim) detachTail() {
+	for i := range c.tail {
+		t := &c.tail[i]
+		if t.own {
+			continue
+		}
+		e := *t.e
+		e.payload = bytes.Clone(e.payload)
+		t.e, t.own = &e, true
+	}
 }
 
 // compact copies the stream's acknowledged tail to V.data (W3b's copy,
@@ -126,6 +185,9 @@ func (h *vstream) compact(ctx context.Context, kind byte) error {
 		k++
 	}
 	c.tail = append([]tailEntry(nil), c.tail[k:]...)
+	if len(c.tail) > 0 {
+		c.oldest = time.Now() // acknowledged during the copy
+	}
 	// A WAL append that failed during the copy broke the session: its
 	// entries may be in the WAL (readers may have seen them), so the
 	// record keeps naming it until settling has fenced and copied it (W7).

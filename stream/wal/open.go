@@ -152,6 +152,31 @@ func (h *vstream) takeOver(ctx context.Context, rec record, claim bool) error {
 	if err := h.copyTail(ctx, entries); err != nil {
 		return err
 	}
+	// A settling session that acknowledged more than V.data and the
+	// inherited tail hold read V.data's end without a fencing reopen: a
+	// newer owner may have moved it (and taken the tail from the WAL).
+	// Reopen it at our epoch (W8), which fences us in that case, and copy
+	// again; it never lowers what it acknowledged (simulation seed 28188).
+	h.mu.Lock()
+	stale := h.dataNext < h.acked
+	if stale {
+		h.dataSuspect = true
+	}
+	h.mu.Unlock()
+	if stale {
+		if err := h.refreshData(ctx); err != nil {
+			return err
+		}
+		if err := h.copyTail(ctx, entries); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		dataNext, acked := h.dataNext, h.acked
+		h.mu.Unlock()
+		if dataNext < acked {
+			return fmt.Errorf("%w: stream %q: acknowledged to %d, its data stream and WAL tail end at %d", stream.ErrCorrupt, h.name, acked, dataNext)
+		}
+	}
 	h.mu.Lock()
 	h.cl = nil
 	h.next, h.acked = h.dataNext, h.dataNext

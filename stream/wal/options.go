@@ -59,7 +59,7 @@ const (
 	DefaultLinger             = 5 * time.Millisecond
 	DefaultMaxFlushBytes      = 4 << 20
 	DefaultMaxInflightFlushes = 4
-	DefaultCompactBytes       = 64 << 20
+	DefaultCompactBytes       = 128 << 20
 	DefaultCompactInterval    = 5 * time.Minute
 	DefaultSweepInterval      = 10 * time.Minute
 	DefaultPrefix             = "_wal"

@@ -104,8 +104,9 @@ func TestWALSimulation(t *testing.T) {
 	if v, err := strconv.ParseUint(os.Getenv("STRATA_WALSIM_SEED"), 10, 64); err == nil && v != 0 {
 		seeds = []uint64{v}
 	} else {
+		first := simEnvInt("STRATA_WALSIM_FIRST", 1) // a survey beyond the tier's seeds
 		for i := range runs {
-			seeds = append(seeds, uint64(i+1))
+			seeds = append(seeds, uint64(first+i))
 		}
 	}
 	broken := simEnvBroken(t)
@@ -122,6 +123,27 @@ func TestWALSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("simulation: %d schedules, %d steps, 0 violations; %s", len(seeds), total.steps, total)
+}
+
+// TestWALSimulationPartialPasses runs schedules in which every other
+// compaction is a background pass's partial one, which leaves small young
+// tails (and their claims' pins) in the WAL.
+func TestWALSimulationPartialPasses(t *testing.T) {
+	runs := 300
+	if !testing.Short() {
+		runs = 1000
+	}
+	runs = simEnvInt("STRATA_WALSIM_PARTIAL_RUNS", runs)
+	var total simStats
+	for seed := uint64(1); seed <= uint64(runs); seed++ {
+		res := simRunMode(seed, 200, brokenRules{}, false, false, true)
+		total.add(res.stats)
+		if res.violation != "" {
+			t.Fatalf("simulation seed %d (partial passes): VIOLATION at step %d: %s\nreplay: STRATA_WALSIM_PARTIAL=1 STRATA_WALSIM_SEED=%d go test ./stream/wal -run 'TestWALSimulation$' -v\nlast steps:\n%s",
+				seed, res.step, res.violation, seed, strings.Join(res.trace, "\n"))
+		}
+	}
+	t.Logf("simulation with partial passes: %d schedules, %d steps, 0 violations; %s", runs, total.steps, total)
 }
 
 // TestWALSimulationCatchesBrokenRules switches each rule off in turn and
@@ -198,6 +220,7 @@ func TestWALSimulationRegressions(t *testing.T) {
 		{"an open that read no record deleted V.data a newer owner had written", 6363, false},
 		{"compaction parked a stream whose WAL had just failed", 502, true},
 		{"a WAL a sweeper deleted before its claim landed made the stream unreadable", 2, false},
+		{"a settling session lowered its acknowledged end to a stale V.data end after a takeover", 28188, false},
 		{"a sweeper skipped a stream it held unaware of an equal-epoch takeover and deleted the new owner's WAL", 2375, false},
 	}
 	for _, c := range cases {
@@ -292,6 +315,7 @@ type simWorld struct {
 	broken   brokenRules
 	weakAll  bool
 	noSweep  bool
+	partial  bool // every other compaction is a partial pass (simRunMode)
 	streams  []string
 
 	faultRate int
@@ -442,11 +466,18 @@ func simRun(seed uint64, steps int, broken brokenRules, verbose bool) simResult 
 }
 
 func simRunWith(seed uint64, steps int, broken brokenRules, verbose, noSweep bool) simResult {
+	return simRunMode(seed, steps, broken, verbose, noSweep, os.Getenv("STRATA_WALSIM_PARTIAL") != "")
+}
+
+// simRunMode runs one schedule; with partial, every other compaction is a
+// background pass's partial one (only tails of at least a size the step
+// number picks), without drawing from the schedule's random source.
+func simRunMode(seed uint64, steps int, broken brokenRules, verbose, noSweep, partial bool) simResult {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	w := &simWorld{
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), mem: memory.New(memory.Config{}), broken: broken,
 		maxEpoch: map[string]uint64{}, seen: map[string]map[int64]string{}, lastStart: map[string]int64{},
-		weakAll: os.Getenv("STRATA_WALSIM_WEAK") == "all", noSweep: noSweep,
+		weakAll: os.Getenv("STRATA_WALSIM_WEAK") == "all", noSweep: noSweep, partial: partial,
 	}
 	w.faultRate = 3 + w.rng.IntN(20)
 	for i := range 1 + w.rng.IntN(2) {
@@ -1045,10 +1076,14 @@ func (w *simWorld) closeReader(r *simReader) {
 func (w *simWorld) compact(p *simProc) {
 	w.mu.Lock()
 	p.busy = true
-	w.logf("p%d: Compact begins", p.id)
+	plan := passPlan{all: true}
+	if w.partial && w.stats.compacts%2 == 1 {
+		plan = passPlan{minTail: int64(1 + w.step%2000)}
+	}
+	w.logf("p%d: Compact begins (all %v, min tail %d)", p.id, plan.all, plan.minTail)
 	w.mu.Unlock()
 	go func() {
-		err := p.store.Compact(context.Background())
+		err := p.store.compactWith(context.Background(), plan)
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		p.busy = false

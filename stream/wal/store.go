@@ -33,7 +33,7 @@ type Store struct {
 	claims  map[id]*claim       // claims on this session's WALs not yet released
 	frozen  map[string]*frozenWAL
 
-	compactNow chan chan error
+	compactNow chan compactReq
 	stop       context.CancelFunc
 	bgDone     chan struct{}
 }
@@ -62,7 +62,7 @@ func NewStore(base stream.Store, opts Options) (*Store, error) {
 		handles:    make(map[string]*vstream),
 		claims:     make(map[id]*claim),
 		frozen:     make(map[string]*frozenWAL),
-		compactNow: make(chan chan error),
+		compactNow: make(chan compactReq),
 		bgDone:     make(chan struct{}),
 	}
 	s.sid = s.newID()
@@ -351,9 +351,21 @@ func (s *Store) parseWALName(name string) (id, bool) {
 // that nothing names are deleted. Benchmarks and tests use it; the store
 // runs passes on its own by size and age.
 func (s *Store) Compact(ctx context.Context) error {
+	return s.compactWith(ctx, passPlan{all: true})
+}
+
+// compactReq asks the background goroutine for a pass.
+type compactReq struct {
+	plan passPlan
+	done chan error
+}
+
+// compactWith runs one pass of plan in the background goroutine, with the
+// sweep, and waits for it.
+func (s *Store) compactWith(ctx context.Context, plan passPlan) error {
 	done := make(chan error, 1)
 	select {
-	case s.compactNow <- done:
+	case s.compactNow <- compactReq{plan: plan, done: done}:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.bgDone:
@@ -377,15 +389,15 @@ func (s *Store) background(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case done := <-s.compactNow:
-			err := s.pass(ctx, true)
+		case req := <-s.compactNow:
+			err := s.pass(ctx, req.plan)
 			if err == nil && s.opts.SweepInterval > 0 {
 				err = s.sweep(ctx)
 			}
-			done <- err
+			req.done <- err
 		case <-tick.C:
-			if s.due() {
-				if err := s.pass(ctx, false); err != nil && ctx.Err() == nil {
+			if plan, ok := s.due(); ok {
+				if err := s.pass(ctx, plan); err != nil && ctx.Err() == nil {
 					s.log.Warn("wal: compaction pass failed", "err", err)
 				}
 			}

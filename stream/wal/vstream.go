@@ -35,6 +35,7 @@ type claim struct {
 type tailEntry struct {
 	e      *entry
 	walOff int64
+	own    bool // e's payload is a copy of its own, not an alias of the WAL batch
 }
 
 // session states of a vstream.
