@@ -573,6 +573,10 @@ func (c *catalog) adminTopic(name string) (*topic, int16, string) {
 	return t, 0, ""
 }
 
+// deleteParallelism bounds the partitions a topic deletion closes and
+// deletes at once.
+const deleteParallelism = 16
+
 // remove deletes a topic: catalog record first, then its streams.
 func (c *catalog) remove(ctx context.Context, name string) (int16, string) {
 	c.adminMu.Lock()
@@ -586,12 +590,23 @@ func (c *catalog) remove(ctx context.Context, name string) (int16, string) {
 		return kerr.KafkaStorageError.Code, err.Error()
 	}
 	_ = c.apply(r)
+	// Partitions close and delete a few at a time: one after another, a
+	// topic of hundreds of partitions outlasted the request's timeout.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, deleteParallelism)
 	for _, p := range t.parts {
-		_ = p.closeLog()
-		if err := sharedlog.Delete(ctx, t.store, p.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
-			c.b.log.Warn("deleting partition streams failed (the topic is gone from the catalog)", "topic", name, "partition", p.index, "err", err)
-		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_ = p.closeLog()
+			if err := sharedlog.Delete(ctx, t.store, p.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
+				c.b.log.Warn("deleting partition streams failed (the topic is gone from the catalog)", "topic", name, "partition", p.index, "err", err)
+			}
+		}()
 	}
+	wg.Wait()
 	if err := c.b.offsets.forgetTopic(ctx, name); err != nil {
 		c.b.log.Warn("removing committed offsets of a deleted topic failed", "topic", name, "err", err)
 	}

@@ -421,6 +421,11 @@ func (cc *conn) write(w *bufio.Writer, p *pending, buf *[]byte, failed bool, fai
 		b = append(b, 0)
 	}
 	if p.resp != nil {
+		if n := fetchResponseBytes(p.resp); cap(b) < len(b)+n {
+			// Sized once: growing a buffer of megabytes by doubling copied
+			// each fetch response several times over.
+			b = append(make([]byte, 0, len(b)+n), b...)
+		}
 		b = p.resp.AppendTo(b)
 	} else {
 		b = append(b, p.raw...)
@@ -432,6 +437,23 @@ func (cc *conn) write(w *bufio.Writer, p *pending, buf *[]byte, failed bool, fai
 	if _, err := w.Write(b); err != nil {
 		fail(err)
 	}
+}
+
+// fetchResponseBytes estimates the encoded size of a Fetch response (its
+// record bytes and a little per partition); 0 for other responses.
+func fetchResponseBytes(r kmsg.Response) int {
+	f, ok := r.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for _, t := range f.Topics {
+		n += 64 + len(t.Topic)
+		for _, p := range t.Partitions {
+			n += 64 + len(p.RecordBatches) + 32*len(p.AbortedTransactions)
+		}
+	}
+	return n
 }
 
 // reqCtx is the context of a request's work: the broker's, bounded.

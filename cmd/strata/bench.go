@@ -99,6 +99,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		minioURL   = fs.String("minio-metrics", "", "MinIO's metrics URL, /minio/metrics/v3/api/requests (v2's cached /minio/v2/metrics/cluster works too): server-side S3 request counts (token from $STRATA_MINIO_ACCESS_KEY and $STRATA_MINIO_SECRET_KEY)")
 		diskDir    = fs.String("disk", "", "directory whose disk usage is measured after the runs, against the record bytes written")
 		settle     = fs.Duration("settle", 0, "wait this long after the runs before measuring --disk (background compaction)")
+		keepTopic  = fs.Bool("keep-topic", false, "produce-consume: leave the topic when done (to measure the data directory after the broker stops)")
 		brokerPID  = fs.Int("broker-pid", 0, "produce-consume: the broker's pid, for its resident memory around topic creation")
 		consume    = fs.Bool("consume", true, "produce-consume: run the consumer (false: the producer alone)")
 		system     = fs.String("system", "", "name of the system under test in labels (default: workload and driver)")
@@ -182,7 +183,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 								PrefillBytes: int64(pre), RetainBytes: int64(ret), CatchupAppends: *catchupApp, FetchBytes: fb, Brokers: *brokers, System: *system,
 								Rate: *rate, ActivePartitions: *active, MetricsURL: *metricsURL, MinIOMetricsURL: *minioURL,
 								MinIOAccessKey: os.Getenv("STRATA_MINIO_ACCESS_KEY"), MinIOSecretKey: os.Getenv("STRATA_MINIO_SECRET_KEY"),
-								DiskDir: *diskDir, Settle: *settle, BrokerPID: *brokerPID, NoConsume: !*consume}
+								DiskDir: *diskDir, Settle: *settle, BrokerPID: *brokerPID, NoConsume: !*consume, KeepTopic: *keepTopic}
 							if wl == bench.WorkloadProduceConsume {
 								c.Driver = "" // the broker's business
 							}

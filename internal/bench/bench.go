@@ -103,6 +103,8 @@ type Config struct {
 	// DiskDir is a directory whose disk usage is measured once the runs
 	// end (after Settle), against the record bytes the workload wrote.
 	DiskDir string `json:"disk_dir,omitempty"`
+	// KeepTopic leaves the produce-consume topic in place when done.
+	KeepTopic bool `json:"keep_topic,omitempty"`
 	// Settle is how long to wait after the runs before measuring DiskDir
 	// (a store's background compaction).
 	Settle time.Duration `json:"settle_ns,omitempty"`

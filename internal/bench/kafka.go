@@ -60,6 +60,10 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 	}
 	w := &workload{series: []string{"produce", "e2e"}, broker: bf}
 	w.cleanup = func(ctx context.Context) {
+		if c.KeepTopic {
+			admin.Close()
+			return
+		}
 		req := kmsg.NewPtrDeleteTopicsRequest()
 		req.TopicNames = []string{topic}
 		rt := kmsg.NewDeleteTopicsRequestTopic()

@@ -118,3 +118,61 @@ func TestLegacyStreamServedAsIs(t *testing.T) {
 		t.Fatalf("the legacy stream gained a meta stream: %v", err)
 	}
 }
+
+// TestCleanCloseLeavesNoWAL: a Store closed after all its streams leaves
+// no WAL behind (their close records name none); one closed with a stream
+// still open keeps the WAL that stream's tail is in, and the next session
+// reads the tail back.
+func TestCleanCloseLeavesNoWAL(t *testing.T) {
+	ctx := context.Background()
+	base := memory.New(memory.Config{})
+	s, err := NewStore(keepBase{base}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		mustAppend(t, a, fmt.Sprintf("a-%d", i))
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if wals, _ := base.List(ctx, DefaultPrefix+"/"); len(wals) != 0 {
+		t.Fatalf("WALs left after a clean close: %v", wals)
+	}
+	s2, err := NewStore(keepBase{base}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s2.Open(ctx, "b", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, b, "b-0")
+	if err := s2.Close(); err != nil { // b still open: its tail is in the WAL
+		t.Fatal(err)
+	}
+	if wals, _ := base.List(ctx, DefaultPrefix+"/"); len(wals) != 1 {
+		t.Fatalf("WALs after a close with b open: %v, want b's", wals)
+	}
+	s3, err := NewStore(keepBase{base}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	for name, want := range map[string]int{"a": 5, "b": 1} {
+		st, err := s3.Open(ctx, name, stream.OpenOptions{Epoch: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bs, err := st.Fetch(ctx, 0, stream.NoEnd, 0); err != nil || len(bs) != want {
+			t.Fatalf("%s after the closes: %d batches, %v; want %d", name, len(bs), err, want)
+		}
+	}
+}

@@ -280,7 +280,32 @@ func (s *Store) Close() error {
 	for _, d := range dead {
 		d.close()
 	}
+	if w != nil {
+		dead = append(dead, w)
+	}
+	s.dropUnclaimed(dead)
 	return s.base.Close()
+}
+
+// dropUnclaimed deletes, at Close, the session's WALs that no claim names
+// any more (every stream on them closed with a record naming no WAL), as
+// GC does for ended WALs (W6): a clean shutdown leaves no WAL behind for
+// the next session's sweep.
+func (s *Store) dropUnclaimed(ws []*writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, w := range ws {
+		s.verifyClaims(ctx, w)
+		w.mu.Lock()
+		n := len(w.claims)
+		w.mu.Unlock()
+		if n > 0 {
+			continue
+		}
+		if err := s.base.Delete(ctx, w.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
+			s.log.Warn("wal: deleting an unclaimed WAL at close failed; a later sweep deletes it", "wal", w.name, "err", err)
+		}
+	}
 }
 
 // liveWAL returns the session's live WAL, creating a new one if there is
