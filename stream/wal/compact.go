@@ -250,6 +250,15 @@ func (s *Store) gcWAL(ctx context.Context, w *writer, ackedAtStart int64) error 
 	return nil
 }
 
+// unclaimed says no claim names w any more, after releasing those of
+// sessions that no longer hold their stream.
+func (s *Store) unclaimed(ctx context.Context, w *writer) bool {
+	s.verifyClaims(ctx, w)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.claims) == 0
+}
+
 // verifyClaims releases the claims of sessions that no longer hold their
 // stream (fenced by a newer owner, or closed after a failure) once
 // V.meta's last record is seen not to name them.
@@ -297,11 +306,7 @@ func (s *Store) gcDead(ctx context.Context) error {
 	s.mu.Unlock()
 	var errs error
 	for _, d := range dead {
-		s.verifyClaims(ctx, d)
-		d.mu.Lock()
-		n := len(d.claims)
-		d.mu.Unlock()
-		if n > 0 {
+		if !s.unclaimed(ctx, d) {
 			continue
 		}
 		d.close()

@@ -295,11 +295,7 @@ func (s *Store) dropUnclaimed(ws []*writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, w := range ws {
-		s.verifyClaims(ctx, w)
-		w.mu.Lock()
-		n := len(w.claims)
-		w.mu.Unlock()
-		if n > 0 {
+		if !s.unclaimed(ctx, w) {
 			continue
 		}
 		if err := s.base.Delete(ctx, w.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
