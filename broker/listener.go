@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -121,6 +122,7 @@ func (cc *conn) secure(sl *SecureListener) error {
 			return fmt.Errorf("listener %s: TLS handshake: %w", sl.cfg.Name, err)
 		}
 		cc.c = tc
+		cc.r = bufio.NewReaderSize(tc, 64<<10)
 		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 && sl.tls.cfg.ClientCAFile != "" {
 			cc.principal = "User:" + certs[0].Subject.CommonName
 		}

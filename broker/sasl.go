@@ -407,6 +407,7 @@ func (cc *conn) authenticate(sl *SecureListener, timeout time.Duration) error {
 			p.resp = rr
 			if ex == nil {
 				code, fail = kerr.IllegalSaslState.Code, errors.New("SaslAuthenticate before SaslHandshake")
+				rr.ErrorCode = code
 				break
 			}
 			var out []byte
