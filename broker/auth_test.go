@@ -2,18 +2,9 @@ package broker
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,96 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/stratastream/strata/drivers/memory"
+	"github.com/stratastream/strata/internal/testcert"
 	"github.com/stratastream/strata/stream"
 )
-
-// testCA is a certificate authority made for one test; nothing is written
-// outside the test's temporary directory.
-type testCA struct {
-	t    *testing.T
-	dir  string
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	// File is the CA certificate's PEM file.
-	File string
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{t: t, dir: t.TempDir(), cert: cert, key: key}
-	ca.File = filepath.Join(ca.dir, "ca.pem")
-	writePEM(t, ca.File, "CERTIFICATE", der)
-	return ca
-}
-
-func writePEM(t *testing.T, path, kind string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// issue makes a certificate for cn (a server one for 127.0.0.1 when
-// server) and returns it, and its cert and key files named base.
-func (ca *testCA) issue(cn string, serial int64, server bool, base string) (tls.Certificate, string, string) {
-	t := ca.t
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.DNSNames = []string{"localhost"}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(ca.dir, base+".crt"), filepath.Join(ca.dir, base+".key")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pair, certFile, keyFile
-}
-
-// clientTLS trusts ca and presents cert (if any).
-func (ca *testCA) clientTLS(cert *tls.Certificate) *tls.Config {
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	c := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
-	if cert != nil {
-		c.Certificates = []tls.Certificate{*cert}
-	}
-	return c
-}
 
 // secureBroker starts a broker on the memory driver serving l.
 func secureBroker(t *testing.T, sec Security, l Listener) (*Broker, string) {
@@ -212,8 +116,8 @@ func authError(t *testing.T, addr string, opts ...kgo.Opt) error {
 // consumes; a wrong password or an unknown user fails with
 // SASL_AUTHENTICATION_FAILED.
 func TestSASLMechanisms(t *testing.T) {
-	ca := newTestCA(t, "strata-test-ca")
-	_, certFile, keyFile := ca.issue("broker", 2, true, "server")
+	ca := testcert.New(t, "strata-test-ca")
+	_, certFile, keyFile := ca.Issue("broker", 2, true, "server")
 	sec := Security{SASL: SASLConfig{Users: testUsers(t)}}
 	for _, tc := range []struct {
 		name string
@@ -224,7 +128,7 @@ func TestSASLMechanisms(t *testing.T) {
 			var opts []kgo.Opt
 			if tc.tls {
 				l.TLS = &TLSConfig{CertFile: certFile, KeyFile: keyFile}
-				opts = append(opts, kgo.DialTLSConfig(ca.clientTLS(nil)))
+				opts = append(opts, kgo.DialTLSConfig(ca.ClientTLS(nil)))
 			}
 			_, addr := secureBroker(t, sec, l)
 			for i, m := range []string{MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512} {
@@ -300,26 +204,26 @@ func TestUnauthenticatedGetsNothing(t *testing.T) {
 // handshake, and a replaced certificate file is served to new
 // connections without a restart.
 func TestTLSClientCertificates(t *testing.T) {
-	ca := newTestCA(t, "strata-test-ca")
-	_, certFile, keyFile := ca.issue("broker", 2, true, "server")
-	admin, _, _ := ca.issue("admin", 3, false, "admin")
-	eve, _, _ := ca.issue("eve", 4, false, "eve")
-	other := newTestCA(t, "another-ca")
-	stranger, _, _ := other.issue("admin", 5, false, "stranger")
+	ca := testcert.New(t, "strata-test-ca")
+	_, certFile, keyFile := ca.Issue("broker", 2, true, "server")
+	admin, _, _ := ca.Issue("admin", 3, false, "admin")
+	eve, _, _ := ca.Issue("eve", 4, false, "eve")
+	other := testcert.New(t, "another-ca")
+	stranger, _, _ := other.Issue("admin", 5, false, "stranger")
 	sec := Security{ACL: ACLConfig{Enabled: true, SuperUsers: []string{"User:admin"}}}
 	l := Listener{TLS: &TLSConfig{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.File, RequireClientCert: true}}
 	_, addr := secureBroker(t, sec, l)
 
-	if err := roundTrip(t, addr, "certs", kgo.DialTLSConfig(ca.clientTLS(&admin))); err != nil {
+	if err := roundTrip(t, addr, "certs", kgo.DialTLSConfig(ca.ClientTLS(&admin))); err != nil {
 		t.Fatalf("User:admin (super user by its certificate): %v", err)
 	}
-	if err := roundTrip(t, addr, "certs", kgo.DialTLSConfig(ca.clientTLS(&eve))); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+	if err := roundTrip(t, addr, "certs", kgo.DialTLSConfig(ca.ClientTLS(&eve))); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("User:eve without ACLs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
-	strangerTLS := ca.clientTLS(nil)
+	strangerTLS := ca.ClientTLS(nil)
 	// Sent even though the server asks for certificates of its own CA.
 	strangerTLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &stranger, nil }
-	for name, cfg := range map[string]*tls.Config{"another CA's certificate": strangerTLS, "no certificate": ca.clientTLS(nil)} {
+	for name, cfg := range map[string]*tls.Config{"another CA's certificate": strangerTLS, "no certificate": ca.ClientTLS(nil)} {
 		start := time.Now()
 		c, err := tls.Dial("tcp", addr, cfg)
 		if err == nil {
@@ -336,10 +240,10 @@ func TestTLSClientCertificates(t *testing.T) {
 	}
 
 	// Replace the server certificate: new connections get the new one.
-	ca.issue("broker", 99, true, "server")
+	ca.Issue("broker", 99, true, "server")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := tls.Dial("tcp", addr, ca.clientTLS(&admin))
+		c, err := tls.Dial("tcp", addr, ca.ClientTLS(&admin))
 		if err != nil {
 			t.Fatal(err)
 		}

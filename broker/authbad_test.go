@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	xscram "github.com/xdg-go/scram"
+
+	"github.com/stratastream/strata/internal/testcert"
 )
 
 // saslStep sends one SaslAuthenticate (v1) on c and returns its answer.
@@ -70,8 +72,8 @@ func expectClosedWithin(t *testing.T, c net.Conn, d time.Duration) {
 // (after SASL_AUTHENTICATION_FAILED where a response is due) within the
 // handshake timeout; the package's goleak check sees nothing left.
 func TestSASLBadInput(t *testing.T) {
-	ca := newTestCA(t, "strata-test-ca")
-	_, certFile, keyFile := ca.issue("broker", 2, true, "server")
+	ca := testcert.New(t, "strata-test-ca")
+	_, certFile, keyFile := ca.Issue("broker", 2, true, "server")
 	const timeout = time.Second
 	sec := Security{SASL: SASLConfig{Users: testUsers(t)}, HandshakeTimeout: timeout}
 	_, addr := secureBroker(t, sec, Listener{SASL: true})

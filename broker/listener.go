@@ -80,6 +80,9 @@ func NewSecureListener(ln net.Listener, l Listener, logger *slog.Logger) (*Secur
 	return sl, nil
 }
 
+// Advertise is the HOST:PORT the listener advertises ("": the broker's).
+func (sl *SecureListener) Advertise() string { return sl.cfg.Advertise }
+
 // splitAdvertise parses a HOST:PORT.
 func splitAdvertise(s string) (string, int32, error) {
 	host, portStr, err := net.SplitHostPort(s)
