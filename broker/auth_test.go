@@ -259,6 +259,9 @@ func TestTLSClientCertificates(t *testing.T) {
 	}
 }
 
+// kgoTLS trusts ca.
+func kgoTLS(ca *testcert.CA) kgo.Opt { return kgo.DialTLSConfig(ca.ClientTLS(nil)) }
+
 // saslClient authenticates as user with SCRAM-SHA-256.
 func saslClient(t *testing.T, addr, user string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()

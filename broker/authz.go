@@ -174,6 +174,7 @@ func (z authz) check(req kmsg.Request, resp kmsg.Response) (int16, func()) {
 				for _, p := range t.Partitions {
 					rp := kmsg.NewFetchResponseTopicPartition()
 					rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset = p.Partition, topicDenied, -1, -1
+					rp.RecordBatches = []byte{} // librdkafka rejects a null record set
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				rr.Topics = append(rr.Topics, rt)

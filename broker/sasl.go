@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -225,10 +226,19 @@ func newSASLUsers(cfg SASLConfig) (*saslUsers, error) {
 			if err != nil {
 				return nil, fmt.Errorf("broker: SCRAM server %s: %w", m, err)
 			}
-			u.servers[m] = srv
+			// Alphanumeric nonces: librdkafka mangles a nonce holding
+			// base64's '+' or '/' (the default generator's).
+			u.servers[m] = srv.WithNonceGenerator(hexNonce)
 		}
 	}
 	return u, nil
+}
+
+// hexNonce is a random SCRAM server nonce of 48 hex digits.
+func hexNonce() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // lookup returns user's credential for mechanism, or a decoy one (that no
@@ -265,6 +275,9 @@ type saslExchange struct {
 	mechanism string
 	scram     *scram.ServerConversation // nil for PLAIN
 	user      string
+	// first and serverFirst are the SCRAM client-first and server-first
+	// messages, once exchanged.
+	first, serverFirst string
 }
 
 // start begins an exchange with mechanism (nil if not offered).
@@ -297,23 +310,82 @@ func (ex *saslExchange) step(msg []byte) (out []byte, done bool, err error) {
 		}
 		return nil, true, nil
 	}
-	resp, err := ex.scram.Step(string(msg))
-	if u := ex.scram.Username(); u != "" {
-		ex.user = u
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: %s exchange for user %q: %v", errAuthFailed, ex.mechanism, ex.user, err)
-	}
-	if !ex.scram.Done() {
+	if ex.first == "" {
+		// client-first: xdg-go/scram parses it, looks the user up and
+		// answers with the salt, the iterations and the nonce.
+		resp, err := ex.scram.Step(string(msg))
+		ex.user = ex.scram.Username()
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: %s client-first message for user %q: %v", errAuthFailed, ex.mechanism, ex.user, err)
+		}
+		if a := ex.scram.AuthzID(); a != "" && a != ex.user {
+			return nil, false, fmt.Errorf("%w: %s: user %q asks to act as %q", errAuthFailed, ex.mechanism, ex.user, a)
+		}
+		ex.first, ex.serverFirst = string(msg), resp
 		return []byte(resp), false, nil
 	}
-	if !ex.scram.Valid() || ex.scram.AuthzID() != "" && ex.scram.AuthzID() != ex.user {
-		return nil, false, fmt.Errorf("%w: %s: invalid credentials for user %q", errAuthFailed, ex.mechanism, ex.user)
+	if out, err = ex.final(string(msg)); err != nil {
+		return nil, false, fmt.Errorf("%w: %s for user %q: %v", errAuthFailed, ex.mechanism, ex.user, err)
+	}
+	return out, true, nil
+}
+
+// final checks the client-final message as Kafka's SCRAM server does
+// (RFC 5802, with Kafka's nonce rule: the client's nonce must end with
+// the server-first nonce, since librdkafka sends the client part twice)
+// and returns the server-final message.
+func (ex *saslExchange) final(c2 string) ([]byte, error) {
+	i := strings.LastIndex(c2, ",p=")
+	if i < 0 {
+		return nil, errors.New("client-final message without a proof")
+	}
+	withoutProof, proofB64 := c2[:i], c2[i+3:]
+	fields := strings.Split(withoutProof, ",")
+	if len(fields) < 2 || !strings.HasPrefix(fields[0], "c=") || !strings.HasPrefix(fields[1], "r=") {
+		return nil, errors.New("malformed client-final message")
+	}
+	// The gs2 header is the client-first message's first two fields; no
+	// channel binding is offered, so c= is its base64.
+	first := strings.SplitN(ex.first, ",", 3)
+	if len(first) != 3 || fields[0] != "c="+base64.StdEncoding.EncodeToString([]byte(first[0]+","+first[1]+",")) {
+		return nil, errors.New("channel binding does not match the client-first message")
+	}
+	nonce := ""
+	for _, f := range strings.Split(ex.serverFirst, ",") {
+		if strings.HasPrefix(f, "r=") {
+			nonce = f[2:]
+		}
+	}
+	if nonce == "" || !strings.HasSuffix(fields[1][2:], nonce) {
+		return nil, errors.New("nonce does not match the server's")
+	}
+	proof, err := base64.StdEncoding.DecodeString(proofB64)
+	h := scramHash(ex.mechanism)
+	cred := ex.u.lookup(ex.mechanism, ex.user)
+	if err != nil || len(proof) != h().Size() {
+		return nil, errors.New("malformed proof")
+	}
+	authMsg := []byte(first[2] + "," + ex.serverFirst + "," + withoutProof)
+	sig := hmacOf(h, cred.StoredKey, authMsg)
+	for i := range proof {
+		proof[i] ^= sig[i] // the client key
+	}
+	stored := h()
+	stored.Write(proof)
+	if !hmac.Equal(stored.Sum(nil), cred.StoredKey) {
+		return nil, errors.New("invalid credentials")
 	}
 	if _, known := ex.u.creds[ex.user][ex.mechanism]; !known {
-		return nil, false, fmt.Errorf("%w: %s: invalid credentials for user %q", errAuthFailed, ex.mechanism, ex.user)
+		return nil, errors.New("invalid credentials")
 	}
-	return []byte(resp), true, nil
+	return []byte("v=" + base64.StdEncoding.EncodeToString(hmacOf(h, cred.ServerKey, authMsg))), nil
+}
+
+// hmacOf is HMAC(key, msg) with h.
+func hmacOf(h scram.HashGeneratorFcn, key, msg []byte) []byte {
+	m := hmac.New(h, key)
+	m.Write(msg)
+	return m.Sum(nil)
 }
 
 // maxAuthFrame bounds a frame read before authentication (Kafka's
