@@ -184,3 +184,42 @@ func TestSASLBadInput(t *testing.T) {
 		expectClosed(t, c)
 	})
 }
+
+// FuzzSASLStep feeds arbitrary client messages to each mechanism's
+// exchange: every outcome is an error or a next message, never a panic,
+// and no input authenticates without the password.
+func FuzzSASLStep(f *testing.F) {
+	f.Add(MechanismPlain, []byte("\x00alice\x00wrong"), []byte(nil))
+	f.Add(MechanismSCRAMSHA256, []byte("n,,n=alice,r=abc"), []byte("c=biws,r=abcdef,p=AAAA"))
+	f.Add(MechanismSCRAMSHA512, []byte("n,a=alice,n=alice,r=x"), []byte("c=,r=,p="))
+	f.Add(MechanismSCRAMSHA256, []byte("p=tls-unique,,n=alice,r=abc"), []byte(",p="))
+	password := hexNonce() // no input can know it
+	c, err := NewSCRAMCredential(MechanismSCRAMSHA256, password, MinSCRAMIterations)
+	if err != nil {
+		f.Fatal(err)
+	}
+	c512, err := NewSCRAMCredential(MechanismSCRAMSHA512, password, MinSCRAMIterations)
+	if err != nil {
+		f.Fatal(err)
+	}
+	u, err := newSASLUsers(SASLConfig{Users: []SASLUser{{Name: "alice", Credentials: []SCRAMCredential{c, c512}}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, mech string, first, final []byte) {
+		ex := u.start(mech)
+		if ex == nil {
+			return
+		}
+		_, done, err := ex.step(first)
+		if err != nil {
+			return
+		}
+		if done {
+			t.Fatalf("%s: authenticated by %q", mech, first)
+		}
+		if _, done, err = ex.step(final); err == nil || done {
+			t.Fatalf("%s: authenticated by %q then %q (err %v)", mech, first, final, err)
+		}
+	})
+}
