@@ -335,6 +335,18 @@ func TestACLs(t *testing.T) {
 	if p := fetchFrom(t, bob, "shared-x"); p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
 		t.Fatalf("bob's fetch with Read: error %d with %d record bytes", p.ErrorCode, len(p.RecordBatches))
 	}
+	// Metadata: a listing leaves out topics without Describe; naming one
+	// gets TOPIC_AUTHORIZATION_FAILED.
+	createTopic(t, admin, "private", 1, nil)
+	all, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, bob)
+	if err != nil || len(all.Topics) != 1 || strOr(all.Topics[0].Topic) != "shared-x" {
+		t.Fatalf("bob's Metadata of all topics: %v %+v, want shared-x only", err, all)
+	}
+	named := kmsg.NewPtrMetadataRequest()
+	named.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("private")}}
+	if mr, err := named.RequestWith(ctx, bob); err != nil || len(mr.Topics) != 1 || mr.Topics[0].ErrorCode != topicDenied {
+		t.Fatalf("bob's Metadata of private: %v %+v, want TOPIC_AUTHORIZATION_FAILED", err, mr)
+	}
 	// An idempotent producer needs Write on some topic (InitProducerId).
 	if err := bob.ProduceSync(ctx, &kgo.Record{Topic: "shared-x", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		t.Fatalf("bob's idempotent produce without Write: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
@@ -376,4 +388,35 @@ func TestACLs(t *testing.T) {
 	if p := fetchFrom(t, saslClient(t, addr2, "bob"), "shared-x"); p.ErrorCode != topicDenied || len(p.RecordBatches) != 0 {
 		t.Fatalf("bob's fetch after DeleteAcls: error %d, %d record bytes", p.ErrorCode, len(p.RecordBatches))
 	}
+}
+
+// TestACLAPIsWithoutACLs: on a broker without ACLs the ACL APIs answer
+// SECURITY_DISABLED, and the SASL APIs on a plaintext listener answer
+// ILLEGAL_SASL_STATE; the broker keeps serving.
+func TestACLAPIsWithoutACLs(t *testing.T) {
+	addr := memBroker(t)
+	cl := newClient(t, addr)
+	ctx := context.Background()
+	req := kmsg.NewPtrCreateACLsRequest()
+	req.Creations = []kmsg.CreateACLsRequestCreation{{ResourceType: rTopic, ResourceName: "x", ResourcePatternType: kmsg.ACLResourcePatternTypeLiteral, Principal: "User:a", Host: "*", Operation: opRead, PermissionType: kmsg.ACLPermissionTypeAllow}}
+	if cr, err := req.RequestWith(ctx, cl); err != nil || len(cr.Results) != 1 || cr.Results[0].ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("CreateAcls without ACLs: %v %+v, want SECURITY_DISABLED", err, cr)
+	}
+	desc := kmsg.NewPtrDescribeACLsRequest()
+	desc.ResourceType, desc.ResourcePatternType, desc.Operation, desc.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	if dr, err := desc.RequestWith(ctx, cl); err != nil || dr.ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("DescribeAcls without ACLs: %v %+v, want SECURITY_DISABLED", err, dr)
+	}
+	c := dial(t, addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = MechanismPlain
+	if _, err := c.Write(authFrame(17, 1, 1, hs)); err != nil {
+		t.Fatal(err)
+	}
+	var hr kmsg.SASLHandshakeResponse
+	hr.Version = 1
+	if err := hr.ReadFrom(readFrame(t, c)[4:]); err != nil || hr.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("SaslHandshake on a plaintext listener: %v, code %d, want ILLEGAL_SASL_STATE", err, hr.ErrorCode)
+	}
+	apiVersionsOK(t, addr)
 }

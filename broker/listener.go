@@ -116,7 +116,7 @@ const handshakeTimeout = 10 * time.Second
 func (cc *conn) secure(sl *SecureListener) error {
 	timeout := cc.b.cfg.Security.HandshakeTimeout
 	if sl.tls != nil {
-		tc := tls.Server(cc.c, sl.tls.serverConfig())
+		tc := tls.Server(cc.c, sl.tls.server)
 		ctx, cancel := context.WithTimeout(cc.ctx, timeout)
 		err := tc.HandshakeContext(ctx)
 		cancel()

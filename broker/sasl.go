@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -512,7 +513,7 @@ func (cc *conn) authenticate(sl *SecureListener, timeout time.Duration) error {
 func (cc *conn) readAuthFrame(raw bool) ([]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(cc.r, sz[:]); err != nil {
-		return nil, cc.readErr("SASL frame size", err)
+		return nil, cc.authReadErr(err)
 	}
 	size := int32(binary.BigEndian.Uint32(sz[:]))
 	low := int32(8)
@@ -525,9 +526,20 @@ func (cc *conn) readAuthFrame(raw bool) ([]byte, error) {
 	}
 	frame, err := readBody(cc.r, int(size))
 	if err != nil {
-		return nil, cc.readErr("SASL frame", err)
+		return nil, cc.authReadErr(err)
 	}
 	return frame, nil
+}
+
+// authReadErr names a read of the SASL exchange that failed: a timeout is
+// the handshake timeout running out.
+func (cc *conn) authReadErr(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		cc.b.log.Debug("closing connection: SASL exchange not finished within the handshake timeout", "remote", cc.remote, "timeout", cc.b.cfg.Security.HandshakeTimeout)
+		return fmt.Errorf("SASL exchange not finished within %s: %w", cc.b.cfg.Security.HandshakeTimeout, err)
+	}
+	return fmt.Errorf("reading the SASL exchange: %w", err)
 }
 
 // authenticated ends a successful exchange.

@@ -38,6 +38,10 @@ type tlsFiles struct {
 	cfg TLSConfig
 	log *slog.Logger
 
+	// server is the listener's config: each handshake takes the current
+	// files (config).
+	server *tls.Config
+
 	mu      sync.Mutex
 	checked time.Time
 	stamps  [3]fileStamp
@@ -66,6 +70,10 @@ func newTLSFiles(cfg TLSConfig, log *slog.Logger) (*tlsFiles, error) {
 		return nil, err
 	}
 	f.stamps, f.current, f.checked = stamps, conf, time.Now()
+	f.server = &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return f.config(), nil },
+	}
 	return f, nil
 }
 
@@ -142,13 +150,4 @@ func (f *tlsFiles) config() *tls.Config {
 	f.stamps, f.current = stamps, conf
 	f.log.Info("reloaded the listener's TLS files", "cert_file", f.cfg.CertFile)
 	return conf
-}
-
-// serverConfig is the listener's tls.Config: every handshake takes the
-// current files.
-func (f *tlsFiles) serverConfig() *tls.Config {
-	return &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return f.config(), nil },
-	}
 }
