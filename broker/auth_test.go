@@ -175,25 +175,9 @@ func TestUnauthenticatedGetsNothing(t *testing.T) {
 		expectClosed(t, c)
 	}
 	c := dial(t, addr)
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Mechanism = MechanismPlain
-	if _, err := c.Write(authFrame(17, 1, 1, hs)); err != nil {
-		t.Fatal(err)
-	}
-	var hr kmsg.SASLHandshakeResponse
-	hr.Version = 1
-	if err := hr.ReadFrom(readFrame(t, c)[4:]); err != nil || hr.ErrorCode != 0 {
-		t.Fatalf("SaslHandshake: %v, code %d", err, hr.ErrorCode)
-	}
-	au := kmsg.NewPtrSASLAuthenticateRequest()
-	au.SASLAuthBytes = []byte("\x00alice\x00wrong")
-	if _, err := c.Write(authFrame(36, 1, 2, au)); err != nil {
-		t.Fatal(err)
-	}
-	var ar kmsg.SASLAuthenticateResponse
-	ar.Version = 1
-	if err := ar.ReadFrom(readFrame(t, c)[4:]); err != nil || ar.ErrorCode != kerr.SaslAuthenticationFailed.Code {
-		t.Fatalf("SaslAuthenticate with a wrong password: %v, code %d, want SASL_AUTHENTICATION_FAILED", err, ar.ErrorCode)
+	saslHandshake(t, c, MechanismPlain)
+	if ar := saslStep(t, c, 2, []byte("\x00alice\x00wrong")); ar.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("SaslAuthenticate with a wrong password: code %d, want SASL_AUTHENTICATION_FAILED", ar.ErrorCode)
 	}
 	expectClosed(t, c)
 }
@@ -407,16 +391,8 @@ func TestACLAPIsWithoutACLs(t *testing.T) {
 	if dr, err := desc.RequestWith(ctx, cl); err != nil || dr.ErrorCode != kerr.SecurityDisabled.Code {
 		t.Fatalf("DescribeAcls without ACLs: %v %+v, want SECURITY_DISABLED", err, dr)
 	}
-	c := dial(t, addr)
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Mechanism = MechanismPlain
-	if _, err := c.Write(authFrame(17, 1, 1, hs)); err != nil {
-		t.Fatal(err)
-	}
-	var hr kmsg.SASLHandshakeResponse
-	hr.Version = 1
-	if err := hr.ReadFrom(readFrame(t, c)[4:]); err != nil || hr.ErrorCode != kerr.IllegalSaslState.Code {
-		t.Fatalf("SaslHandshake on a plaintext listener: %v, code %d, want ILLEGAL_SASL_STATE", err, hr.ErrorCode)
+	if hr := sendHandshake(t, dial(t, addr), MechanismPlain); hr.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("SaslHandshake on a plaintext listener: code %d, want ILLEGAL_SASL_STATE", hr.ErrorCode)
 	}
 	apiVersionsOK(t, addr)
 }
