@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -186,7 +187,8 @@ func TestUnauthenticatedGetsNothing(t *testing.T) {
 // is the principal (an ACL-less principal gets TOPIC_AUTHORIZATION_FAILED,
 // the super user's CN works), a certificate from another CA fails the
 // handshake, and a replaced certificate file is served to new
-// connections without a restart.
+// connections without a restart (a broken one is not: the loaded pair
+// stays).
 func TestTLSClientCertificates(t *testing.T) {
 	ca := testcert.New(t, "strata-test-ca")
 	_, certFile, keyFile := ca.Issue("broker", 2, true, "server")
@@ -240,6 +242,21 @@ func TestTLSClientCertificates(t *testing.T) {
 			t.Fatalf("still served the certificate with serial %d 10 s after it was replaced", serial)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// A file that does not load keeps the loaded pair in service.
+	if err := os.WriteFile(certFile, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * reloadCheckInterval)
+	for i := 0; i < 2; i++ {
+		c, err := tls.Dial("tcp", addr, ca.ClientTLS(&admin))
+		if err != nil {
+			t.Fatalf("after a broken certificate file: %v", err)
+		}
+		if serial := c.ConnectionState().PeerCertificates[0].SerialNumber.Int64(); serial != 99 {
+			t.Fatalf("after a broken certificate file: serial %d, want 99 (the loaded one)", serial)
+		}
+		_ = c.Close()
 	}
 }
 
