@@ -34,13 +34,18 @@ var supported = map[int16]versionRange{
 	kmsg.OffsetForLeaderEpoch.Int16(): {0, 4},
 	kmsg.DescribeConfigs.Int16():      {0, 4},
 	kmsg.CreatePartitions.Int16():     {0, 3},
+	kmsg.SASLHandshake.Int16():        {0, 1},
+	kmsg.SASLAuthenticate.Int16():     {0, 2},
+	kmsg.DescribeACLs.Int16():         {0, 3},
+	kmsg.CreateACLs.Int16():           {0, 3},
+	kmsg.DeleteACLs.Int16():           {0, 3},
 }
 
-// handle dispatches a decoded request. It runs in the connection's read
-// loop, so work that must follow request order (starting appends) happens
-// here; the returned function finishes the request on its own goroutine and
-// returns the response (nil for none).
-func (b *Broker) handle(cc *conn, p *pending, req kmsg.Request, resp kmsg.Response) func() kmsg.Response {
+// dispatch handles a decoded request that handle authorized. It runs in
+// the connection's read loop, so work that must follow request order
+// (starting appends) happens here; the returned function finishes the
+// request on its own goroutine and returns the response (nil for none).
+func (b *Broker) dispatch(cc *conn, p *pending, req kmsg.Request, resp kmsg.Response) func() kmsg.Response {
 	switch r := req.(type) {
 	case *kmsg.ProduceRequest:
 		return b.produce(r, resp.(*kmsg.ProduceResponse))

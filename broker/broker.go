@@ -97,6 +97,10 @@ type Config struct {
 	// FenceCheckInterval is how often the broker checks whether a newer
 	// broker took over the cluster. Default 2s.
 	FenceCheckInterval time.Duration
+	// Security holds the SASL users, the ACL settings and the handshake
+	// timeout of secured listeners (ServeListener). The zero value: no
+	// SASL users, no authorization (every request allowed).
+	Security Security
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics collects Prometheus metrics (default a new Metrics).
@@ -119,6 +123,8 @@ type Broker struct {
 	groups  *groupCoordinator
 	pids    *producerIDs
 	notify  *notifier
+	sasl    *saslUsers // nil: no SASL users
+	acls    *aclStore  // nil: authorization off
 
 	fenced atomic.Bool
 	closed atomic.Bool
@@ -191,6 +197,11 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	orDefault(&cfg.Security.HandshakeTimeout, handshakeTimeout)
+	sasl, err := newSASLUsers(cfg.Security.SASL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, stream.ErrInvalidArgument)
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
@@ -199,6 +210,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		host: host, port: int32(port),
 		notify:     newNotifier(),
+		sasl:       sasl,
 		superseded: make(chan struct{}), fenceKick: make(chan struct{}, 1),
 		ctx: bctx, cancel: cancel,
 		fetchMem: newByteBudget(int64(cfg.FetchMemoryBytes)),
@@ -243,6 +255,14 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		cancel()
 		return nil, b.startErr(ctx, err)
+	}
+	if cfg.Security.ACL.Enabled {
+		if b.acls, err = openACLs(ctx, b); err != nil {
+			b.catalog.close()
+			b.offsets.close()
+			cancel()
+			return nil, b.startErr(ctx, err)
+		}
 	}
 	b.groups = newGroupCoordinator(b)
 	b.log.Info("broker took over the cluster", "topics", b.catalog.count(), "driver", cfg.Driver, "took", time.Since(start).Round(time.Millisecond))
@@ -456,6 +476,11 @@ func (b *Broker) Close() error {
 	err := b.catalog.close()
 	if e := b.offsets.close(); err == nil {
 		err = e
+	}
+	if b.acls != nil {
+		if e := b.acls.close(); err == nil {
+			err = e
+		}
 	}
 	b.log.Info("broker closed")
 	return err

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/internal/testcert"
 )
 
 // TestJavaClient runs the Apache Kafka Java client (kafka-clients 4.3.1
@@ -163,4 +166,30 @@ func requireTool(t *testing.T, tool, install string) {
 		}
 		t.Skipf("%s is not installed (%s)", tool, install)
 	}
+}
+
+// TestJavaSASLSSL runs the Java client over SASL_SSL (PEM truststore):
+// with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 it produces and reads back;
+// a wrong password fails with SaslAuthenticationException; a principal
+// without Read on the topic gets TopicAuthorizationException and no
+// records.
+func TestJavaSASLSSL(t *testing.T) {
+	java := javaClient(t)
+	ca := testcert.New(t, "strata-test-ca")
+	_, certFile, keyFile := ca.Issue("broker", 2, true, "server")
+	sec := Security{SASL: SASLConfig{Users: testUsers(t)}, ACL: ACLConfig{Enabled: true, SuperUsers: []string{"User:alice"}}}
+	_, addr := secureBroker(t, sec, Listener{SASL: true, TLS: &TLSConfig{CertFile: certFile, KeyFile: keyFile}})
+	check := func(want string, args ...string) {
+		t.Helper()
+		if got := strings.TrimSpace(java("StrataSecurityCheck", args...)); got != want {
+			t.Fatalf("StrataSecurityCheck %s printed %q, want %q", strings.Join(args, " "), got, want)
+		}
+	}
+	for _, mech := range []string{MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512} {
+		check("roundtrip 10", "roundtrip", addr, ca.File, mech, "alice", "alice-secret", "java-"+strings.ToLower(mech))
+		check("auth-error SaslAuthenticationException", "auth", addr, ca.File, mech, "alice", "wrong")
+	}
+	admin := saslClient(t, addr, "alice", kgoTLS(ca))
+	createACL(t, admin, kmsg.CreateACLsRequestCreation{ResourceType: rTopic, ResourceName: "java-plain", ResourcePatternType: kmsg.ACLResourcePatternTypeLiteral, Principal: "User:bob", Host: "*", Operation: opDescribe, PermissionType: kmsg.ACLPermissionTypeAllow})
+	check("read-error TopicAuthorizationException records=0", "read", addr, ca.File, MechanismSCRAMSHA512, "bob", "bob-secret", "java-plain")
 }

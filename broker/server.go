@@ -17,8 +17,12 @@ import (
 )
 
 // Serve accepts Kafka client connections on ln until the broker is closed
-// (it then returns nil) or ln fails.
-func (b *Broker) Serve(ln net.Listener) error {
+// (it then returns nil) or ln fails. The connections are plaintext and
+// unauthenticated (Kafka's PLAINTEXT); ServeListener secures them.
+func (b *Broker) Serve(ln net.Listener) error { return b.serve(ln, nil) }
+
+// serve accepts connections on ln, secured as sl says (nil: plaintext).
+func (b *Broker) serve(ln net.Listener, sl *SecureListener) error {
 	b.connMu.Lock()
 	if b.closed.Load() {
 		b.connMu.Unlock()
@@ -26,7 +30,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 	}
 	b.lns[ln] = struct{}{}
 	b.connMu.Unlock()
-	b.log.Info("serving the Kafka protocol", "listen", ln.Addr().String(), "advertise", b.cfg.Advertise)
+	b.log.Info("serving the Kafka protocol", "listen", ln.Addr().String(), "advertise", sl.advertise(b), "security", sl.protocol())
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
@@ -57,7 +61,7 @@ func (b *Broker) Serve(ln net.Listener) error {
 		}
 		b.metrics.connections.Add(1)
 		b.wg.Add(1)
-		go b.serveConn(c)
+		go b.serveConn(c, sl)
 	}
 }
 
@@ -138,6 +142,13 @@ type conn struct {
 	c        net.Conn
 	remote   string
 	clientID string
+	// r reads requests from c.
+	r *bufio.Reader
+	// listener is how the connection was secured (nil: plaintext).
+	listener *SecureListener
+	// principal is who the client authenticated as ("User:ANONYMOUS"
+	// unless TLS or SASL said otherwise).
+	principal string
 	// ctx ends when the client hangs up (or its input is bad): long polls
 	// of the connection stop waiting, so its goroutines do not outlive it.
 	ctx context.Context
@@ -153,19 +164,26 @@ type conn struct {
 // read until the oldest is answered.
 const maxInflightPerConn = 64
 
-func (b *Broker) serveConn(nc net.Conn) {
+func (b *Broker) serveConn(nc net.Conn, sl *SecureListener) {
 	defer b.wg.Done()
 	ctx, hangUp := context.WithCancel(b.ctx)
 	defer hangUp()
-	cc := &conn{b: b, c: nc, remote: nc.RemoteAddr().String(), ctx: ctx}
+	cc := &conn{b: b, c: nc, remote: nc.RemoteAddr().String(), ctx: ctx, listener: sl, principal: anonymous}
+	cc.r = bufio.NewReaderSize(nc, 64<<10)
 	cc.lastWrite.Store(time.Now().UnixNano())
-	queue := make(chan *pending, maxInflightPerConn)
-	writerDone := make(chan struct{})
-	go cc.writeLoop(queue, writerDone)
-	err := cc.readLoop(queue)
-	hangUp()
-	close(queue)
-	<-writerDone
+	var err error
+	if sl != nil {
+		err = cc.secure(sl)
+	}
+	if err == nil {
+		queue := make(chan *pending, maxInflightPerConn)
+		writerDone := make(chan struct{})
+		go cc.writeLoop(queue, writerDone)
+		err = cc.readLoop(queue)
+		hangUp()
+		close(queue)
+		<-writerDone
+	}
 	_ = nc.Close()
 	b.forget(nc)
 	b.metrics.connections.Add(-1)
@@ -184,7 +202,7 @@ var errIdle = errors.New("idle")
 // allocated as it arrives, so a declared size holds no memory it was not
 // sent.
 func (cc *conn) readLoop(queue chan<- *pending) error {
-	r := bufio.NewReaderSize(cc.c, 64<<10)
+	r := cc.r
 	var sizeBuf [4]byte
 	for {
 		if err := cc.awaitRequest(r); err != nil {
@@ -282,19 +300,34 @@ func readBody(r io.Reader, size int) ([]byte, error) {
 
 // decode parses one frame and starts handling it.
 func (cc *conn) decode(frame []byte) (*pending, error) {
+	p, req, resp, err := cc.parse(frame)
+	if err != nil || req == nil {
+		return p, err
+	}
+	finish := cc.b.handle(cc, p, req, resp)
+	go func() {
+		defer close(p.done)
+		p.resp = finish()
+	}()
+	return p, nil
+}
+
+// parse parses one frame. A request of an unknown API or version is
+// answered at once: p is done and req nil.
+func (cc *conn) parse(frame []byte) (p *pending, req kmsg.Request, resp kmsg.Response, err error) {
 	key := int16(binary.BigEndian.Uint16(frame[0:]))
 	ver := int16(binary.BigEndian.Uint16(frame[2:]))
 	corr := int32(binary.BigEndian.Uint32(frame[4:]))
-	p := &pending{done: make(chan struct{}), corr: corr, key: key, start: time.Now()}
+	p = &pending{done: make(chan struct{}), corr: corr, key: key, start: time.Now()}
 	body := frame[8:]
 	if len(body) < 2 {
-		return nil, errors.New("truncated client id")
+		return nil, nil, nil, errors.New("truncated client id")
 	}
 	n := int16(binary.BigEndian.Uint16(body))
 	body = body[2:]
 	if n > 0 {
 		if int(n) > len(body) {
-			return nil, errors.New("truncated client id")
+			return nil, nil, nil, errors.New("truncated client id")
 		}
 		if cc.clientID == "" {
 			cc.clientID = string(body[:n])
@@ -314,29 +347,24 @@ func (cc *conn) decode(frame []byte) (*pending, error) {
 			p.raw = binary.BigEndian.AppendUint16(nil, uint16(kerr.UnsupportedVersion.Code))
 		}
 		close(p.done)
-		return p, nil
+		return p, nil, nil, nil
 	}
-	req := kmsg.RequestForKey(key)
+	req = kmsg.RequestForKey(key)
 	req.SetVersion(ver)
 	if req.IsFlexible() {
 		rest, err := skipTags(body)
 		if err != nil {
-			return nil, fmt.Errorf("%s v%d request header: %w", kmsg.NameForKey(key), ver, err)
+			return nil, nil, nil, fmt.Errorf("%s v%d request header: %w", kmsg.NameForKey(key), ver, err)
 		}
 		body = rest
 	}
 	if err := req.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(key), ver, err)
+		return nil, nil, nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(key), ver, err)
 	}
-	resp := req.ResponseKind()
+	resp = req.ResponseKind()
 	resp.SetVersion(ver)
 	p.header = resp.IsFlexible() && key != kmsg.ApiVersions.Int16()
-	finish := cc.b.handle(cc, p, req, resp)
-	go func() {
-		defer close(p.done)
-		p.resp = finish()
-	}()
-	return p, nil
+	return p, req, resp, nil
 }
 
 // skipTags skips a flexible header's tagged fields.

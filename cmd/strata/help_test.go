@@ -24,6 +24,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"soak"}, "-kill-driver"},
 		{[]string{"bench"}, "-workload"},
 		{[]string{"bench", "report"}, "-chart-path"},
+		{[]string{"sasl-credential"}, "-user"},
 	}
 	for _, c := range commands {
 		name := strings.Join(c.args, " ")

@@ -7,6 +7,7 @@
 //	strata conformance --driver D  run the conformance suite on a driver
 //	strata soak --driver D         the fencing soak, with an independent verifier
 //	strata bench                   benchmark workloads on a driver or a broker
+//	strata sasl-credential         the stored SCRAM credentials of a SASL user
 //	strata version                 print the version
 package main
 
@@ -36,6 +37,8 @@ Usage:
   strata soak --driver NAME|PATH [flags]
                                  race owners with increasing epochs and verify every ack (see strata soak -h)
   strata bench [flags]           benchmark workloads on a driver or a broker (see strata bench -h)
+  strata sasl-credential --user NAME < password
+                                 print the stored (salted, hashed) SCRAM credentials of a SASL user
   strata version                 print the version
   strata help [COMMAND]          this text, or a command's usage (as strata COMMAND --help)
 
@@ -75,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runSoak(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "sasl-credential":
+		return runSASLCredential(ctx, args[1:], stdinOf, stdout, stderr)
 	case driverProcessCommand:
 		return runDriverProcess(args[1:], stderr)
 	case "version", "--version":

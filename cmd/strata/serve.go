@@ -36,8 +36,12 @@ type serveConfig struct {
 	// Cluster names the cluster; brokers with the same cluster on the same
 	// storage take over from each other. Default "strata".
 	Cluster string `yaml:"cluster"`
-	// Listen is the Kafka listener (default 127.0.0.1:9092).
+	// Listen is the plaintext Kafka listener (default 127.0.0.1:9092, or
+	// none when Listeners are set).
 	Listen string `yaml:"listen"`
+	// Listeners are more Kafka listeners, each with its security protocol
+	// (docs/security.md).
+	Listeners []listenerSpec `yaml:"listeners"`
 	// Advertise is the HOST:PORT clients are told (default: Listen, with an
 	// unspecified host replaced by the machine's hostname).
 	Advertise string `yaml:"advertise"`
@@ -82,9 +86,14 @@ type serveConfig struct {
 	// StreamSets configures write-ahead stream sets for the embedded
 	// default and for every driver without a stream_sets of its own.
 	StreamSets *streamSetsConfig `yaml:"stream_sets"`
-	// TLS and SASL are not supported yet: setting them fails startup.
-	TLS  yaml.Node `yaml:"tls"`
-	SASL yaml.Node `yaml:"sasl"`
+	// SASL holds the users of SASL listeners; ACLs turns authorization
+	// on; HandshakeTimeout bounds a connection's TLS handshake and SASL
+	// exchange (default 10s).
+	SASL             *saslSpec     `yaml:"sasl"`
+	ACLs             *aclSpec      `yaml:"acls"`
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// TLS is refused: TLS is set per listener.
+	TLS yaml.Node `yaml:"tls"`
 }
 
 // driverSpec is one driver to load.
@@ -122,11 +131,8 @@ func parseServeConfig(b []byte) (serveConfig, error) {
 	if err := yamlconf.Decode(b, &c); err != nil && !errors.Is(err, io.EOF) {
 		return c, err
 	}
-	if !c.TLS.IsZero() {
-		return c, errors.New("tls: TLS listeners are not supported yet (terminate TLS in front of the broker); remove the tls section")
-	}
-	if !c.SASL.IsZero() {
-		return c, errors.New("sasl: SASL authentication is not supported yet; remove the sasl section")
+	if _, _, err := c.security(); err != nil {
+		return c, err
 	}
 	if len(c.Drivers) == 0 && (len(c.Topics) > 0 || c.DefaultDriver != "") {
 		return c, errors.New("drivers: topics and default_driver need drivers (a config without drivers uses the embedded default, nfs on --data)")
@@ -215,7 +221,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	set(&cfg.Advertise, *advertise)
 	set(&cfg.LogFormat, *logFormat)
 	set(&cfg.LogLevel, *logLevel)
-	if cfg.Listen == "" {
+	if cfg.Listen == "" && len(cfg.Listeners) == 0 {
 		cfg.Listen = "127.0.0.1:9092"
 	}
 	var level slog.Level
@@ -242,11 +248,29 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	sec, secListeners, err := cfg.security()
 	if err != nil {
-		return bad("--listen %s: %v", cfg.Listen, err)
+		return bad("config: %v", err)
 	}
-	defer ln.Close()
+	// The plaintext listener (--listen) first: it stays what it was.
+	var ln net.Listener
+	if cfg.Listen != "" {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return bad("--listen %s: %v", cfg.Listen, err)
+		}
+		defer ln.Close()
+	}
+	sls, err := openListeners(cfg, secListeners, logger)
+	if err != nil {
+		return bad("%v", err)
+	}
+	for _, sl := range sls {
+		defer sl.Close()
+	}
+	first := ln
+	if first == nil {
+		first = sls[0]
+	}
 	// Every listener is bound before the broker takes the cluster (a new
 	// epoch fences the running broker): a busy port must not leave the
 	// cluster with no broker serving.
@@ -259,13 +283,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	adv := cfg.Advertise
 	if adv == "" {
-		host, port, _ := net.SplitHostPort(ln.Addr().String())
-		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-			if h, err := os.Hostname(); err == nil {
-				host = h
-			}
-		}
-		adv = net.JoinHostPort(host, port)
+		adv = advertiseOf(first.Addr())
 	}
 	bcfg := broker.Config{
 		Cluster:               cfg.Cluster,
@@ -283,6 +301,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		MaxPartitions:         cfg.MaxPartitions,
 		AutoCreateTopics:      cfg.AutoCreateTopics == nil || *cfg.AutoCreateTopics,
 		DefaultPartitions:     cfg.DefaultPartitions,
+		Security:              sec,
 		Logger:                logger,
 	}
 	for _, r := range cfg.Topics {
@@ -308,9 +327,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer srv.Close()
 		logger.Info("serving metrics and health", "http", hln.Addr().String())
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- b.Serve(ln) }()
-	fmt.Fprintf(stdout, "strata serve: cluster %s, broker epoch %d, Kafka listener %s (advertised %s)\n", orDefault(cfg.Cluster, "strata"), b.Epoch(), ln.Addr(), adv)
+	errc := make(chan error, 1+len(sls))
+	if ln != nil {
+		go func() { errc <- b.Serve(ln) }()
+		fmt.Fprintf(stdout, "strata serve: cluster %s, broker epoch %d, Kafka listener %s (advertised %s)\n", orDefault(cfg.Cluster, "strata"), b.Epoch(), ln.Addr(), adv)
+	}
+	for i, sl := range sls {
+		go func() { errc <- b.ServeListener(sl) }()
+		fmt.Fprintf(stdout, "strata serve: cluster %s, broker epoch %d, Kafka listener %s %s (advertised %s)\n", orDefault(cfg.Cluster, "strata"), b.Epoch(), secListeners[i].Protocol(), sl.Addr(), sl.Advertise())
+	}
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
@@ -340,6 +365,18 @@ func superseded(err error, logger *slog.Logger, stderr io.Writer) int {
 	logger.Error("a newer broker took over the cluster; exiting", "cluster", se.Cluster, "epoch", se.Epoch, "newer_epoch", se.Newer, "err", se.Err)
 	fmt.Fprintf(stderr, "strata serve: %v; exiting\n", se)
 	return exitSuperseded
+}
+
+// advertiseOf is the address to advertise for a listener bound to addr:
+// an unspecified host (0.0.0.0) becomes the machine's hostname.
+func advertiseOf(addr net.Addr) string {
+	host, port, _ := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 func orDefault(s, d string) string {

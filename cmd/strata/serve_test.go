@@ -267,8 +267,14 @@ func TestServeStartupErrors(t *testing.T) {
 		code         int
 		want         string
 	}{
-		{"tls", "tls: {cert: x}\ndrivers: [{driver: memory}]\n", 2, "TLS listeners are not supported"},
-		{"sasl", "sasl: {mechanism: PLAIN}\ndrivers: [{driver: memory}]\n", 2, "SASL authentication is not supported"},
+		{"top-level tls", "tls: {cert: x}\ndrivers: [{driver: memory}]\n", 2, "TLS is set per listener"},
+		{"sasl unknown field", "sasl: {mechanism: PLAIN}\ndrivers: [{driver: memory}]\n", 2, "field mechanism not found"},
+		{"sasl bad credential", "sasl: {users: [{name: a, credentials: [\"SCRAM-SHA-256:1:x:y:z\"]}]}\ndrivers: [{driver: memory}]\n", 2, "sasl.users[0].credentials[0]"},
+		{"sasl listener without users", "listeners: [{listen: \"127.0.0.1:0\", security_protocol: SASL_PLAINTEXT}]\ndrivers: [{driver: memory}]\n", 2, "needs sasl.users"},
+		{"ssl listener without tls", "listeners: [{listen: \"127.0.0.1:0\", security_protocol: SSL}]\ndrivers: [{driver: memory}]\n", 2, "listeners[0].tls: required"},
+		{"bad security protocol", "listeners: [{listen: \"127.0.0.1:0\", security_protocol: SASL}]\ndrivers: [{driver: memory}]\n", 2, "listeners[0].security_protocol"},
+		{"tls files missing", "listeners: [{listen: \"127.0.0.1:0\", security_protocol: SSL, tls: {cert_file: /nonexistent.crt, key_file: /nonexistent.key}}]\ndrivers: [{driver: memory, allow_non_durable: true}]\n", 2, "listeners[0]: broker: listener SSL-0: tls"},
+		{"bad super user", "acls: {enabled: true, super_users: [admin]}\ndrivers: [{driver: memory}]\n", 2, "acls.super_users[0]"},
 		{"unknown field", "drivers: [{driver: memory}]\nbogus: 1\n", 2, "field bogus not found"},
 		{"routes without drivers", "cluster: x\ntopics: [{prefix: a, driver: x}]\n", 2, "topics and default_driver need drivers"},
 		{"unknown builtin", "drivers: [{driver: ceph}]\n", 2, `"ceph" is not a built-in driver`},
