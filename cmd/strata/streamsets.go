@@ -18,8 +18,13 @@ import (
 type streamSetsConfig struct {
 	// Enabled turns stream sets on (default) or off for a driver.
 	Enabled *bool `yaml:"enabled"`
-	// Linger is the group-commit window across all partitions (default 5ms).
+	// Linger is the group-commit window across all partitions (default
+	// 5ms on nfs, hdfs and memory; 50ms on s3, azure and plugin drivers,
+	// where a put may be billed).
 	Linger time.Duration `yaml:"linger"`
+	// FlushWhenIdle cuts a batch at once when no WAL append is in flight,
+	// batching only while one is (default true on nfs, hdfs and memory).
+	FlushWhenIdle *bool `yaml:"flush_when_idle"`
 	// MaxFlushBytes cuts a WAL batch at this size (default 4 MiB).
 	MaxFlushBytes int `yaml:"max_flush_bytes"`
 	// CompactBytes starts compaction when this much acked data is not yet
@@ -45,6 +50,9 @@ func (c *streamSetsConfig) merged(def *streamSetsConfig) streamSetsConfig {
 	if c.Linger != 0 {
 		out.Linger = c.Linger
 	}
+	if c.FlushWhenIdle != nil {
+		out.FlushWhenIdle = c.FlushWhenIdle
+	}
 	if c.MaxFlushBytes != 0 {
 		out.MaxFlushBytes = c.MaxFlushBytes
 	}
@@ -58,19 +66,48 @@ func (c *streamSetsConfig) merged(def *streamSetsConfig) streamSetsConfig {
 }
 
 // withStreamSets wraps a driver's store in stream sets unless they are off.
-func withStreamSets(name string, st stream.Store, c streamSetsConfig, logger *slog.Logger) (stream.Store, error) {
+// kind is the built-in driver (empty for a plugin binary): it picks the
+// defaults of linger and flush_when_idle.
+func withStreamSets(name, kind string, st stream.Store, c streamSetsConfig, logger *slog.Logger) (stream.Store, error) {
 	if c.Enabled != nil && !*c.Enabled {
 		logger.Info("stream sets off", "driver", name)
 		return st, nil
 	}
-	ws, err := wal.NewStore(st, wal.Options{
+	opts := wal.Options{
 		Linger: c.Linger, MaxFlushBytes: c.MaxFlushBytes,
 		CompactBytes: c.CompactBytes, CompactInterval: c.CompactInterval,
 		Logger: logger.With("driver", name),
-	})
+	}
+	billed := !fileStores[kind]
+	if opts.Linger == 0 && billed {
+		opts.Linger = objectStoreLinger
+	}
+	opts.FlushWhenIdle = !billed
+	if c.FlushWhenIdle != nil {
+		opts.FlushWhenIdle = *c.FlushWhenIdle
+	}
+	ws, err := wal.NewStore(st, opts)
 	if err != nil {
 		return nil, fmt.Errorf("stream_sets: %w", err)
 	}
-	logger.Info("stream sets on", "driver", name, "linger", ws.Options().Linger)
+	logger.Info("stream sets on", "driver", name, "linger", ws.Options().Linger, "flush_when_idle", opts.FlushWhenIdle)
 	return ws, nil
+}
+
+// fileStores are the built-in drivers on file systems, where a put costs
+// time, not money: their stream sets flush a batch as soon as the WAL is
+// idle. Every other driver (s3 and azure bill every request; a plugin may)
+// lingers objectStoreLinger by default (docs/streamsets.md, "Defaults").
+var fileStores = map[string]bool{"nfs": true, "hdfs": true, "memory": true}
+
+// objectStoreLinger is the default linger off fileStores: about 20 WAL
+// puts a second at most, whatever the load.
+const objectStoreLinger = 50 * time.Millisecond
+
+// builtinKind is d's built-in driver, or "" for a plugin binary.
+func builtinKind(d driverSpec) string {
+	if d.Binary == "builtin" || d.Binary == "" {
+		return d.Driver
+	}
+	return ""
 }

@@ -88,3 +88,7 @@ func TestCloseWaitsForAckedFutures(t *testing.T) {
 		}
 	}
 }
+
+func TestConformanceFlushWhenIdle(t *testing.T) {
+	conformance.Run(t, harness(memory.New(memory.Config{}), wal.Options{FlushWhenIdle: true}))
+}

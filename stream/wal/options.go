@@ -13,6 +13,13 @@ type Options struct {
 	// streams to share its WAL batch (default DefaultLinger; negative: no
 	// wait, a batch is cut as soon as a flush slot is free).
 	Linger time.Duration
+	// FlushWhenIdle cuts a WAL batch at once when no WAL append is in
+	// flight (group commit): an append waits for one base append when the
+	// WAL is idle, and appends queued while one is in flight share the
+	// next, cut when it completes or after Linger. Latency of one base
+	// append at light load, at the cost of more base appends (up to one per
+	// base append time); off, every batch waits out Linger.
+	FlushWhenIdle bool
 	// MaxFlushBytes cuts a WAL batch once the queued appends reach it
 	// (default DefaultMaxFlushBytes, at most the base's MaxBatchBytes).
 	MaxFlushBytes int

@@ -108,10 +108,14 @@ func (w *writer) enqueue(q *queued) error {
 }
 
 // maybeFlushLocked cuts WAL batches while a flush slot is free and the
-// queue is due: full, or lingered long enough.
+// queue is due: full, lingered long enough, or (FlushWhenIdle) nothing is
+// in flight. The acker calls it after every acknowledged batch.
 func (w *writer) maybeFlushLocked() {
 	for len(w.queue) > 0 && w.inflight < w.s.opts.MaxInflightFlushes && w.err == nil {
 		linger := w.s.opts.Linger
+		if w.s.opts.FlushWhenIdle && w.inflight == 0 {
+			linger = 0 // group commit: nothing to share the wait with
+		}
 		if w.queueBytes < w.s.opts.MaxFlushBytes && linger > 0 {
 			wait := linger - time.Since(w.queuedAt)
 			if wait > 0 {
@@ -189,11 +193,11 @@ func (w *writer) acker() {
 		}
 		if err == nil {
 			w.acked = res.NextOffset
-			w.mu.Unlock()
-			w.ackItems(f.items, res.BaseOffset)
-			w.mu.Lock()
+			// The next batch goes out before this one's futures complete:
+			// what queued meanwhile need not wait for them.
 			w.maybeFlushLocked()
 			w.mu.Unlock()
+			w.ackItems(f.items, res.BaseOffset)
 			continue
 		}
 		first := w.err == nil

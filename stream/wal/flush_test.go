@@ -1,0 +1,91 @@
+package wal
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/drivers/memory"
+	"github.com/stratastream/strata/stream"
+)
+
+// gatedBase holds the first WAL append until gate closes and counts the
+// WAL appends.
+type gatedBase struct {
+	stream.Store
+	gate    chan struct{}
+	once    sync.Once
+	appends atomic.Int64
+}
+
+func (g *gatedBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
+	st, err := g.Store.Open(ctx, name, o)
+	if err != nil || !strings.HasPrefix(name, DefaultPrefix+"/") {
+		return st, err
+	}
+	return &gatedStream{Stream: st, g: g}, nil
+}
+
+type gatedStream struct {
+	stream.Stream
+	g *gatedBase
+}
+
+func (s *gatedStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
+	s.g.appends.Add(1)
+	first := false
+	s.g.once.Do(func() { first = true })
+	if !first {
+		return s.Stream.Append(ctx, b)
+	}
+	f, done := stream.NewAppendFuture()
+	go func() {
+		<-s.g.gate
+		done(s.Stream.Append(ctx, b).Wait(ctx))
+	}()
+	return f
+}
+
+// TestFlushWhenIdle: with FlushWhenIdle an append to an idle WAL goes out
+// at once, however long Linger is, and the appends queued while it is in
+// flight share the next WAL batch, cut as soon as it completes.
+func TestFlushWhenIdle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g := &gatedBase{Store: memory.New(memory.Config{}), gate: make(chan struct{})}
+	s, err := NewStore(g, Options{Linger: time.Hour, FlushWhenIdle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open sync.Once
+	release := func() { open.Do(func() { close(g.gate) }) }
+	defer s.Close()
+	defer release() // before Close, which flushes what is queued
+	st, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("first")})
+	for g.appends.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the first append did not reach the WAL while it was idle (it waits out Linger)")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var rest []*stream.AppendFuture
+	for i := range 3 {
+		rest = append(rest, st.Append(ctx, stream.Batch{Count: 1, Payload: []byte{byte('0' + i)}}))
+	}
+	release()
+	for i, f := range append([]*stream.AppendFuture{first}, rest...) {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if n := g.appends.Load(); n != 2 {
+		t.Fatalf("%d WAL appends for one append and three queued behind it; want 2", n)
+	}
+}
