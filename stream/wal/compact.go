@@ -28,12 +28,13 @@ type passPlan struct {
 	all     bool  // copy every tail (a forced pass: Compact, tests)
 	minTail int64 // a tail of at least this many bytes is copied
 	aged    time.Time
+	maxPin  int64 // a tail pinning more WAL bytes than this is copied
 }
 
 // take says whether the plan copies a stream's tail of n bytes whose
-// oldest batch was acknowledged at oldest.
-func (p passPlan) take(n int, oldest time.Time) bool {
-	return p.all || n == 0 || int64(n) >= p.minTail || !oldest.After(p.aged)
+// oldest batch was acknowledged at oldest, pinning pinned bytes of WAL.
+func (p passPlan) take(n int, oldest time.Time, pinned int64) bool {
+	return p.all || n == 0 || int64(n) >= p.minTail || !oldest.After(p.aged) || pinned > p.maxPin
 }
 
 // due says whether a background pass should run, and what it copies: the
@@ -63,7 +64,7 @@ func (s *Store) due() (passPlan, bool) {
 		}
 		h.mu.Unlock()
 	}
-	plan := passPlan{minTail: math.MaxInt64, aged: now.Add(-s.opts.CompactInterval / 2)}
+	plan := passPlan{minTail: math.MaxInt64, aged: now.Add(-s.opts.CompactInterval / 2), maxPin: s.opts.CompactBytes / 2}
 	if bytes >= s.opts.CompactBytes {
 		plan.minTail = max(1, bytes/tails/4)
 	}
@@ -97,7 +98,11 @@ func (s *Store) pass(ctx context.Context, plan passPlan) error {
 		h.mu.Lock()
 		take := true
 		if c := h.cl; c != nil {
-			take = plan.take(c.tailBytes, c.oldest)
+			var pinned int64
+			if len(c.tail) > 0 {
+				pinned = c.w.ackedBytesNow() - c.tail[0].walPos
+			}
+			take = plan.take(c.tailBytes, c.oldest, pinned)
 			if !take {
 				c.detachTail()
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -1078,7 +1079,7 @@ func (w *simWorld) compact(p *simProc) {
 	p.busy = true
 	plan := passPlan{all: true}
 	if w.partial && w.stats.compacts%2 == 1 {
-		plan = passPlan{minTail: int64(1 + w.step%2000)}
+		plan = passPlan{minTail: int64(1 + w.step%2000), maxPin: math.MaxInt64}
 	}
 	w.logf("p%d: Compact begins (all %v, min tail %d)", p.id, plan.all, plan.minTail)
 	w.mu.Unlock()

@@ -36,6 +36,7 @@ type tailEntry struct {
 	e      *entry
 	walOff int64
 	own    bool // e's payload is a copy of its own, not an alias of the WAL batch
+	walPos int64 // the writer's acknowledged WAL bytes with e's batch (live tails)
 }
 
 // session states of a vstream.
@@ -194,14 +195,14 @@ func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFutu
 }
 
 // ackedItems completes the session's entries of one acknowledged WAL batch.
-func (h *vstream) ackedItems(items []*queued, walOff int64) {
+func (h *vstream) ackedItems(items []*queued, walOff, pos int64) {
 	h.mu.Lock()
 	for _, q := range items {
 		c := q.c
 		if len(c.tail) == 0 {
 			c.oldest = time.Now()
 		}
-		c.tail = append(c.tail, tailEntry{e: q.e, walOff: walOff})
+		c.tail = append(c.tail, tailEntry{e: q.e, walOff: walOff, walPos: pos})
 		c.tailBytes += len(q.e.payload)
 		if q.e.end() > h.acked {
 			h.acked = q.e.end()

@@ -32,6 +32,7 @@ type queued struct {
 type flush struct {
 	items []*queued
 	fut   *stream.AppendFuture
+	bytes int64 // the WAL batch's payload size
 }
 
 // writer is a session's WAL: the only writer of one base stream (W1). It
@@ -51,6 +52,7 @@ type writer struct {
 	queuedAt   time.Time
 	timer      *time.Timer
 	inflight   int
+	ackedBytes int64 // payload bytes of the batches acknowledged so far
 	err        error // set once: the WAL is dead (W7)
 	closing    bool  // close has begun: no new appends; those in flight complete
 	acked      int64 // end of the acknowledged WAL batches
@@ -161,7 +163,7 @@ func (w *writer) flushLocked() {
 	rebindPayloads(payload, entries)
 	w.inflight++
 	fut := w.base.Append(context.Background(), stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload})
-	w.flushes <- &flush{items: items, fut: fut}
+	w.flushes <- &flush{items: items, fut: fut, bytes: int64(len(payload))}
 }
 
 // rebindPayloads points each entry's payload at its copy inside the WAL
@@ -193,11 +195,13 @@ func (w *writer) acker() {
 		}
 		if err == nil {
 			w.acked = res.NextOffset
+			w.ackedBytes += f.bytes
+			pos := w.ackedBytes
 			// The next batch goes out before this one's futures complete:
 			// what queued meanwhile need not wait for them.
 			w.maybeFlushLocked()
 			w.mu.Unlock()
-			w.ackItems(f.items, res.BaseOffset)
+			w.ackItems(f.items, res.BaseOffset, pos)
 			continue
 		}
 		first := w.err == nil
@@ -227,11 +231,18 @@ func (w *writer) acker() {
 // ackItems completes the virtual appends of one acknowledged WAL batch,
 // handing each stream its entries at once so that a compaction snapshot
 // sees all or none of a batch's entries of a stream.
-func (w *writer) ackItems(items []*queued, walOff int64) {
+func (w *writer) ackItems(items []*queued, walOff, pos int64) {
 	order, by := byStream(items)
 	for _, h := range order {
-		h.ackedItems(by[h], walOff)
+		h.ackedItems(by[h], walOff, pos)
 	}
+}
+
+// ackedBytesNow is the payload bytes of the WAL batches acknowledged so far.
+func (w *writer) ackedBytesNow() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ackedBytes
 }
 
 // byStream groups items by stream, streams in order of first appearance.
