@@ -77,6 +77,8 @@ type View struct {
 	Nodes map[int32]Node
 	// Owners are the units' owners.
 	Owners map[string]Owner
+	// Topics are the cluster's topic records by name (PutTopic).
+	Topics map[string][]byte
 }
 
 // LeaseState says whether a member holds its lease.
@@ -398,7 +400,7 @@ func (m *Member) load(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, m.etcdErr("reading the cluster", err)
 	}
-	v := View{Nodes: map[int32]Node{}, Owners: map[string]Owner{}}
+	v := View{Nodes: map[int32]Node{}, Owners: map[string]Owner{}, Topics: map[string][]byte{}}
 	for _, kv := range resp.Kvs {
 		m.apply(&v, string(kv.Key), kv.Value, kv.ModRevision, false)
 	}
@@ -430,6 +432,12 @@ func (m *Member) apply(v *View, key string, val []byte, rev int64, deleted bool)
 		if json.Unmarshal(val, &n) == nil {
 			v.Nodes[id] = n
 		}
+	case "topics":
+		if deleted {
+			delete(v.Topics, name)
+			return
+		}
+		v.Topics[name] = val
 	case "assign":
 		if deleted {
 			delete(v.Owners, name)
@@ -481,7 +489,10 @@ func (m *Member) watch(rev int64) {
 }
 
 func (v View) clone() View {
-	c := View{Nodes: make(map[int32]Node, len(v.Nodes)), Owners: make(map[string]Owner, len(v.Owners))}
+	c := View{Nodes: make(map[int32]Node, len(v.Nodes)), Owners: make(map[string]Owner, len(v.Owners)), Topics: make(map[string][]byte, len(v.Topics))}
+	for k, t := range v.Topics {
+		c.Topics[k] = t
+	}
 	for k, n := range v.Nodes {
 		c.Nodes[k] = n
 	}
@@ -540,6 +551,46 @@ func (m *Member) RemoveUnits(ctx context.Context, units ...string) error {
 		ops = append(ops, m.cfg.key("units", u), m.cfg.key("assign", u))
 	}
 	return m.batch(ctx, ops, func(k string) clientv3.Op { return clientv3.OpDelete(k) })
+}
+
+// ErrTopicExists is returned by PutTopic when the topic exists already.
+var ErrTopicExists = errors.New("topic exists")
+
+// PutTopic records a topic and the units of its partitions in one
+// transaction. With create set it fails with ErrTopicExists when the
+// topic is recorded already; otherwise the topic must exist (a change,
+// such as more partitions). len(units) is at most 99 per call plus what
+// AddUnits adds after it.
+func (m *Member) PutTopic(ctx context.Context, name string, record []byte, create bool, units []string) error {
+	k := m.cfg.key("topics", name)
+	cond := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	if !create {
+		cond = clientv3.Compare(clientv3.CreateRevision(k), ">", 0)
+	}
+	first := units[:min(len(units), maxTxnOps-1)]
+	ops := []clientv3.Op{clientv3.OpPut(k, string(record))}
+	for _, u := range first {
+		ops = append(ops, clientv3.OpPut(m.cfg.key("units", u), ""))
+	}
+	resp, err := m.cli.Txn(ctx).If(cond).Then(ops...).Commit()
+	if err != nil {
+		return m.etcdErr("recording topic "+name, err)
+	}
+	if !resp.Succeeded {
+		if create {
+			return fmt.Errorf("cluster %s: topic %s: %w", m.cfg.Cluster, name, ErrTopicExists)
+		}
+		return fmt.Errorf("cluster %s: topic %s is not recorded", m.cfg.Cluster, name)
+	}
+	return m.AddUnits(ctx, units[len(first):]...)
+}
+
+// DeleteTopic forgets a topic and the units of its partitions.
+func (m *Member) DeleteTopic(ctx context.Context, name string, units []string) error {
+	if _, err := m.cli.Delete(ctx, m.cfg.key("topics", name)); err != nil {
+		return m.etcdErr("deleting topic "+name, err)
+	}
+	return m.RemoveUnits(ctx, units...)
 }
 
 // maxTxnOps stays under etcd's default --max-txn-ops of 128.
