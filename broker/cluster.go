@@ -110,6 +110,11 @@ func (b *Broker) syncCluster(ctx context.Context) {
 			p.mu.Unlock()
 			switch {
 			case assigned && o.Node == b.nodeID && (!isOpen || have != o.Epoch):
+				if isOpen {
+					// Assigned here again at a newer epoch (it moved and
+					// came back while this broker's view was stale).
+					_ = p.closeLog()
+				}
 				p.mu.Lock()
 				p.epoch = o.Epoch
 				p.mu.Unlock()
@@ -389,6 +394,13 @@ func (b *Broker) leaderOf(v *cluster.View, p *partition) (int32, int32, bool) {
 	}
 	if _, live := v.Nodes[o.Node]; !live {
 		return -1, -1, false
+	}
+	if o.Node == b.nodeID {
+		// Assigned here but not open (opening, or fenced by a newer owner
+		// this broker has not heard of): no leader to send clients to.
+		if l, _ := p.current(); l == nil {
+			return -1, -1, false
+		}
 	}
 	return o.Node, o.Epoch, true
 }

@@ -5,18 +5,25 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
 )
 
 // etcdTestbed returns the endpoints of the shared etcd testbed.
@@ -39,19 +46,29 @@ type brokerCluster struct {
 	name    string
 	data    string
 	addrs   []string
+	https   []string
 	procs   []*serveProc
 	envEtcd []string // per broker: the etcd endpoints it is given (default etcd)
 }
 
 func startBrokerCluster(t *testing.T, etcd string, n int) *brokerCluster {
 	t.Helper()
+	return startBrokerClusterWith(t, n, func(int) string { return etcd })
+}
+
+// startBrokerClusterWith starts n brokers, broker i given the etcd
+// endpoints etcdOf(i).
+func startBrokerClusterWith(t *testing.T, n int, etcdOf func(int) string) *brokerCluster {
+	t.Helper()
+	etcd := etcdOf(0)
 	dir := t.TempDir()
 	c := &brokerCluster{t: t, bin: buildBinary(t, dir, "strata", "."), etcd: etcd,
 		name: fmt.Sprintf("c%d-%s", os.Getpid(), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))),
 		data: filepath.Join(dir, "data")}
 	for i := 0; i < n; i++ {
 		c.addrs = append(c.addrs, freePort(t))
-		c.envEtcd = append(c.envEtcd, etcd)
+		c.https = append(c.https, freePort(t))
+		c.envEtcd = append(c.envEtcd, etcdOf(i))
 		c.procs = append(c.procs, nil)
 	}
 	for i := range n {
@@ -63,7 +80,7 @@ func startBrokerCluster(t *testing.T, etcd string, n int) *brokerCluster {
 // start starts broker i (again) on its address.
 func (c *brokerCluster) start(i int) {
 	c.t.Helper()
-	c.procs[i] = startServe(c.t, c.bin, "--etcd", c.envEtcd[i], "--cluster", c.name, "--data", c.data, "--listen", c.addrs[i])
+	c.procs[i] = startServe(c.t, c.bin, "--etcd", c.envEtcd[i], "--cluster", c.name, "--data", c.data, "--listen", c.addrs[i], "--http", c.https[i])
 }
 
 // kill sends sig to broker i and waits for it to exit.
@@ -291,7 +308,12 @@ func (p *ackedProducer) waitEveryPartition(t *testing.T, n int) {
 // idempotent producer, returning once it had first records acked.
 func loadedCluster(t *testing.T, topic string, first int) (*brokerCluster, *kgo.Client, *groupConsumers, *ackedProducer) {
 	t.Helper()
-	c := startBrokerCluster(t, etcdTestbed(t), 3)
+	return loadCluster(t, startBrokerCluster(t, etcdTestbed(t), 3), topic, first)
+}
+
+// loadCluster is loadedCluster on the brokers c.
+func loadCluster(t *testing.T, c *brokerCluster, topic string, first int) (*brokerCluster, *kgo.Client, *groupConsumers, *ackedProducer) {
+	t.Helper()
 	ctx := context.Background()
 	cl := c.client()
 	t.Cleanup(cl.Close)
@@ -302,4 +324,211 @@ func loadedCluster(t *testing.T, topic string, first int) (*brokerCluster, *kgo.
 	pr := startProducer(ctx, cl, topic, 12)
 	pr.wait(t, first)
 	return c, cl, g, pr
+}
+
+// metric reads one unlabelled metric of broker i (-1 when absent).
+func (c *brokerCluster) metric(i int, name string) int64 {
+	c.t.Helper()
+	resp, err := http.Get("http://" + c.https[i] + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// readyz returns broker i's /readyz status code.
+func (c *brokerCluster) readyz(i int) int {
+	resp, err := http.Get("http://" + c.https[i] + "/readyz")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitMetric waits until broker i's metric satisfies ok.
+func (c *brokerCluster) waitMetric(i int, name string, within time.Duration, ok func(int64) bool) int64 {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		v := c.metric(i, name)
+		if ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("broker %d: %s = %d, not as wanted within %s", i+1, name, v, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestClusterEtcdQuorum runs three brokers on an etcd cluster of the
+// test's own under load: one etcd member stopped changes nothing for
+// clients; with quorum lost the owned partitions keep taking records,
+// and a broker killed meanwhile keeps its partitions (nothing moves)
+// until quorum returns; then they move and every acked record is in the
+// log once.
+func TestClusterEtcdQuorum(t *testing.T) {
+	dir := t.TempDir()
+	env := privateTestbedEnv(t, "etcd", "STRATA_ETCD_ENDPOINTS", "STRATA_TESTBED_DIR="+dir)
+	ctl := func(args ...string) {
+		cmd := exec.Command(filepath.Join(testbed.RepoRoot(), "testbed", "ctl"), append([]string{"etcd"}, args...)...)
+		cmd.Env = append(os.Environ(), "STRATA_TESTBED_DIR="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("testbed/ctl etcd %v: %v\n%s", args, err, out)
+		}
+	}
+	c, cl, g, pr := loadCluster(t, startBrokerCluster(t, env["STRATA_ETCD_ENDPOINTS"], 3), "quorum", 1000)
+	ctx := context.Background()
+	before, _ := leaders(ctx, t, cl, "quorum")
+
+	ctl("stop", "1")
+	pr.wait(t, pr.n()+2000)
+	time.Sleep(3 * time.Second)
+	after, _ := leaders(ctx, t, cl, "quorum")
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("leaders changed with one etcd member stopped: %v -> %v", before, after)
+	}
+	for i := range c.addrs {
+		if v := c.metric(i, "strata_cluster_lease_losses_total"); v != 0 {
+			t.Fatalf("broker %d lost its lease with one etcd member stopped (%d)", i+1, v)
+		}
+	}
+	t.Log("one etcd member stopped: leaders unchanged, no lease lost, records acked")
+
+	ctl("stop", "2")
+	for i := range c.addrs {
+		c.waitMetric(i, "strata_cluster_lease_held", 15*time.Second, func(v int64) bool { return v == 0 })
+		if code := c.readyz(i); code != 503 {
+			t.Fatalf("broker %d /readyz %d with etcd quorum lost, want 503", i+1, code)
+		}
+	}
+	pr.waitEveryPartition(t, 6)
+	t.Log("etcd quorum lost: every broker lost its lease (readyz 503) and every partition still acks")
+	c.kill(2, syscall.SIGKILL)
+	time.Sleep(4 * time.Second) // two lease TTLs: nothing may move without quorum
+	if now, _ := leaders(ctx, t, cl, "quorum"); fmt.Sprint(now) != fmt.Sprint(before) {
+		t.Fatalf("leaders changed without etcd quorum: %v -> %v", before, now)
+	}
+	t.Log("broker 3 killed without quorum: its partitions did not move")
+
+	quorumBack := time.Now()
+	ctl("start", "2")
+	waitLeaders(ctx, t, cl, "quorum", 2, nil)
+	pr.waitEveryPartition(t, 6)
+	t.Logf("quorum back: broker 3's partitions moved and every partition acks again %s later", time.Since(quorumBack).Round(time.Millisecond))
+	ctl("start", "1")
+	c.start(2)
+	waitLeaders(ctx, t, cl, "quorum", 3, func(ls []int32) bool { return count(ls) == 3 })
+	pr.wait(t, pr.n()+1000)
+	acked := pr.finish(ctx, t, cl)
+	consumeAcked(ctx, t, c.addrs[0], "quorum", acked)
+	g.waitFor(t, acked)
+}
+
+// TestClusterCutOffFromEtcd puts a proxy between broker 3 and etcd and
+// cuts it under load: broker 3's lease expires, its partitions move to
+// the others at higher epochs, the storage fences broker 3's sessions (it
+// stops acknowledging them), and no acked record is lost or duplicated.
+// With the proxy healed broker 3 registers again and takes a share back.
+func TestClusterCutOffFromEtcd(t *testing.T) {
+	etcd := etcdTestbed(t)
+	var proxies []*faultProxy
+	var via []string
+	for _, ep := range strings.Split(etcd, ",") {
+		p := startProxy(t, ep)
+		proxies = append(proxies, p)
+		via = append(via, p.addr())
+	}
+	c, cl, g, pr := loadCluster(t, startBrokerClusterWith(t, 3, func(i int) string {
+		if i == 2 {
+			return strings.Join(via, ",")
+		}
+		return etcd
+	}), "cutoff", 1000)
+	ctx := context.Background()
+	owned := c.metric(2, "strata_cluster_partitions_owned")
+	node3 := nodeOf(ctx, t, cl, c.addrs[2])
+	ls, _ := leaders(ctx, t, cl, "cutoff")
+	var formerly []int32
+	for p, l := range ls {
+		if l == node3 {
+			formerly = append(formerly, int32(p))
+		}
+	}
+	if owned <= 0 || len(formerly) == 0 {
+		t.Fatalf("broker 3 (node %d) owns %d partitions before the cut (leaders %v)", node3, owned, ls)
+	}
+	cut := time.Now()
+	for _, p := range proxies {
+		p.set(0, true)
+	}
+	c.waitMetric(2, "strata_cluster_lease_held", 15*time.Second, func(v int64) bool { return v == 0 })
+	waitLeaders(ctx, t, cl, "cutoff", 2, nil)
+	pr.waitEveryPartition(t, 6)
+	t.Logf("broker 3 cut off from etcd: its %d partitions moved and every partition acks again %s after the cut", owned, time.Since(cut).Round(time.Millisecond))
+	// Broker 3 still believes it owns its partitions: a Produce sent to
+	// it for any of them meets the storage's fence and is refused.
+	solo, err := kgo.NewClient(kgo.SeedBrokers(c.addrs[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Close()
+	for _, part := range formerly {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "cutoff"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = part
+		rp.Records = sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 1, Timestamp: time.Now().UnixMilli(), Tag: "stale"})
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, solo.SeedBrokers()[0])
+		if err != nil {
+			t.Fatalf("Produce to broker 3: %v", err)
+		}
+		code := resp.Topics[0].Partitions[0].ErrorCode
+		if code == 0 {
+			t.Fatalf("broker 3, cut off from etcd, acknowledged a record on partition %d after its partitions moved", part)
+		}
+		t.Logf("Produce to broker 3 for its former partition %d: %s", part, kerr.ErrorForCode(code))
+	}
+	if fences := c.metric(2, "strata_cluster_partition_fences_total"); fences <= 0 {
+		t.Fatalf("broker 3 was never fenced (strata_cluster_partition_fences_total %d)", fences)
+	}
+
+	for _, p := range proxies {
+		p.set(0, false)
+	}
+	c.waitMetric(2, "strata_cluster_lease_held", 20*time.Second, func(v int64) bool { return v == 1 })
+	waitLeaders(ctx, t, cl, "cutoff", 3, func(ls []int32) bool { return count(ls) == 3 })
+	pr.wait(t, pr.n()+1000)
+	acked := pr.finish(ctx, t, cl)
+	consumeAcked(ctx, t, c.addrs[0], "cutoff", acked)
+	g.waitFor(t, acked)
+}
+
+// nodeOf returns the node id of the broker listening on addr.
+func nodeOf(ctx context.Context, t *testing.T, cl *kgo.Client, addr string) int32 {
+	t.Helper()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range resp.Brokers {
+		if net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) == addr {
+			return b.NodeID
+		}
+	}
+	t.Fatalf("no broker at %s in metadata", addr)
+	return -1
 }
