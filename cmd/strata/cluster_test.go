@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -531,4 +532,65 @@ func nodeOf(ctx context.Context, t *testing.T, cl *kgo.Client, addr string) int3
 	}
 	t.Fatalf("no broker at %s in metadata", addr)
 	return -1
+}
+
+// TestServeEtcdStartupErrors: a bad etcd section is exit 2, an
+// unreachable etcd exit 1 within its dial timeout, each with a clear
+// message.
+func TestServeEtcdStartupErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		config string
+		code   int
+		want   string
+	}{
+		{"unreachable", []string{"--etcd", closedEndpoint(t)}, "etcd: {dial_timeout: 1s}\n", 1, "did not answer within 1s"},
+		{"empty endpoint", []string{"--etcd", "127.0.0.1:1,"}, "", 2, "etcd.endpoints[1]: empty"},
+		{"short ttl", nil, "etcd: {endpoints: [127.0.0.1:1], lease_ttl: 100ms}\n", 2, "etcd.lease_ttl: 100ms is below etcd's minimum of 1s"},
+		{"password without user", nil, "etcd: {endpoints: [127.0.0.1:1], password: x}\n", 2, "etcd.username: required with a password"},
+		{"cert without key", nil, "etcd: {endpoints: [127.0.0.1:1], tls: {cert_file: c.pem}}\n", 2, "cert_file and key_file go together"},
+		{"missing ca", nil, "etcd: {endpoints: [127.0.0.1:1], dial_timeout: 1s, tls: {ca_file: " + filepath.Join(dir, "none.pem") + "}}\n", 1, "etcd.tls.ca_file"},
+		{"stream sets on", nil, "etcd: {endpoints: [127.0.0.1:1]}\nstream_sets: {enabled: true}\n", 2, "stream sets are not supported with etcd yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, tc.args...)
+			if tc.config != "" {
+				args = append(args, "--config", writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "_")+".yaml", tc.config))
+			}
+			var o, e bytes.Buffer
+			start := time.Now()
+			code := runServe(context.Background(), args, &o, &e)
+			if code != tc.code || !strings.Contains(e.String(), tc.want) {
+				t.Fatalf("exit %d (want %d), stderr:\n%s\nwant it to contain %q", code, tc.code, e.String(), tc.want)
+			}
+			if took := time.Since(start); took > 20*time.Second {
+				t.Fatalf("startup failed only after %s", took)
+			}
+		})
+	}
+}
+
+// TestServeEtcdRefusesOtherStorage: a broker on other storage joining a
+// running cluster's etcd prefix exits 1 without touching it.
+func TestServeEtcdRefusesOtherStorage(t *testing.T) {
+	etcd := etcdTestbed(t)
+	dir := t.TempDir()
+	name := fmt.Sprintf("refuse%d", os.Getpid())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done, _, ok := serveArgsInProcess(t, ctx, "--etcd", etcd, "--cluster", name, "--data", filepath.Join(dir, "a"), "--listen", freePort(t))
+	if !ok {
+		t.Fatalf("first broker exited %d", <-done)
+	}
+	var o, e bytes.Buffer
+	code := runServe(context.Background(), []string{"--etcd", etcd, "--cluster", name, "--data", filepath.Join(dir, "b"), "--listen", freePort(t)}, &o, &e)
+	if want := "belongs to cluster \"" + name + "\" on storage \"nfs:" + filepath.Join(dir, "a") + "\""; code != 1 || !strings.Contains(e.String(), want) {
+		t.Fatalf("exit %d (want 1), stderr:\n%s\nwant it to contain %q", code, e.String(), want)
+	}
+	cancel()
+	if c := <-done; c != 0 {
+		t.Fatalf("first broker exit %d", c)
+	}
 }
