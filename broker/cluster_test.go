@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -133,4 +134,76 @@ func metadataOf(cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)
 	return req.RequestWith(context.Background(), cl)
+}
+
+// TestClusterTopicsOnAnyBroker creates a topic through each broker of a
+// cluster at once (one succeeds, the others get TOPIC_ALREADY_EXISTS),
+// grows it through another and deletes it through a third; every broker's
+// Metadata follows.
+func TestClusterTopicsOnAnyBroker(t *testing.T) {
+	addrs := startClusterBrokers(t, 3)
+	var cls []*kgo.Client
+	for _, a := range addrs {
+		cls = append(cls, newClient(t, a))
+	}
+	codes := make(chan int16, len(cls))
+	for _, cl := range cls {
+		go func() {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "anyb", 3, -1
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(context.Background(), cl.SeedBrokers()[0])
+			if err != nil {
+				codes <- -100
+				return
+			}
+			codes <- resp.Topics[0].ErrorCode
+		}()
+	}
+	var ok, exists int
+	for range cls {
+		switch c := <-codes; c {
+		case 0:
+			ok++
+		case kerr.TopicAlreadyExists.Code:
+			exists++
+		default:
+			t.Fatalf("CreateTopics answered %d", c)
+		}
+	}
+	if ok != 1 || exists != 2 {
+		t.Fatalf("three CreateTopics at once: %d created, %d TOPIC_ALREADY_EXISTS; want 1 and 2", ok, exists)
+	}
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "anyb", 6
+	cp.Topics = append(cp.Topics, cpt)
+	if resp, err := cp.RequestWith(context.Background(), cls[1].SeedBrokers()[0]); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreatePartitions through broker 2: %v %+v", err, resp)
+	}
+	for _, cl := range cls {
+		waitSpread(t, cl, "anyb", 6, 3)
+	}
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	dt.TopicNames = []string{"anyb"}
+	dtt := kmsg.NewDeleteTopicsRequestTopic()
+	dtt.Topic = kmsg.StringPtr("anyb")
+	dt.Topics = append(dt.Topics, dtt)
+	if resp, err := dt.RequestWith(context.Background(), cls[2].SeedBrokers()[0]); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteTopics through broker 3: %v %+v", err, resp)
+	}
+	for i, cl := range cls {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := metadataOf(cl, "anyb")
+			if err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == kerr.UnknownTopicOrPartition.Code {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %d still lists the deleted topic", i+1)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
