@@ -16,12 +16,20 @@ import (
 
 	"github.com/stratastream/strata/internal/cluster"
 	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/stream"
 )
 
 // startClusterBrokers starts n in-process brokers of one cluster on one
 // nfs directory, coordinated through the etcd testbed, and returns their
 // addresses.
 func startClusterBrokers(t *testing.T, n int) []string {
+	addrs, _, _ := startClusterOn(t, n)
+	return addrs
+}
+
+// startClusterOn is startClusterBrokers that also returns the cluster name
+// and a store of its own on the brokers' directory.
+func startClusterOn(t *testing.T, n int) ([]string, string, stream.Store) {
 	t.Helper()
 	testbed.SkipShort(t, "the etcd testbed")
 	env, err := testbed.Env("etcd", "STRATA_ETCD_ENDPOINTS")
@@ -51,7 +59,7 @@ func startClusterBrokers(t *testing.T, n int) []string {
 		t.Cleanup(func() { _ = b.Close(); _ = m.Close() })
 		addrs = append(addrs, ln.Addr().String())
 	}
-	return addrs
+	return addrs, name, nfsStore(t, dir)
 }
 
 // waitSpread waits until Metadata through cl gives every partition of
@@ -141,7 +149,7 @@ func metadataOf(cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
 // grows it through another and deletes it through a third; every broker's
 // Metadata follows.
 func TestClusterTopicsOnAnyBroker(t *testing.T) {
-	addrs := startClusterBrokers(t, 3)
+	addrs, name, st := startClusterOn(t, 3)
 	var cls []*kgo.Client
 	for _, a := range addrs {
 		cls = append(cls, newClient(t, a))
@@ -185,6 +193,17 @@ func TestClusterTopicsOnAnyBroker(t *testing.T) {
 	for _, cl := range cls {
 		waitSpread(t, cl, "anyb", 6, 3)
 	}
+	// Each owner opened its partitions: 6 partitions, 2 streams each.
+	topicStreams := func() []string {
+		all, err := st.List(context.Background(), name+"/t/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return all
+	}
+	if got := topicStreams(); len(got) != 12 {
+		t.Fatalf("%d partition streams on the storage, want 12: %v", len(got), got)
+	}
 	dt := kmsg.NewPtrDeleteTopicsRequest()
 	dt.TopicNames = []string{"anyb"}
 	dtt := kmsg.NewDeleteTopicsRequestTopic()
@@ -205,5 +224,10 @@ func TestClusterTopicsOnAnyBroker(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	// The owners closed the partitions; nothing wrote them back.
+	time.Sleep(time.Second)
+	if got := topicStreams(); len(got) != 0 {
+		t.Fatalf("partition streams left on the storage after DeleteTopics: %v", got)
 	}
 }
