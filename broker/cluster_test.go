@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 	"github.com/stratastream/strata/internal/testbed"
 	"github.com/stratastream/strata/stream"
 )
+
+// clusterSeq numbers the clusters of this test binary (-count reruns).
+var clusterSeq atomic.Int64
 
 // startClusterBrokers starts n in-process brokers of one cluster on one
 // nfs directory, coordinated through the etcd testbed, and returns their
@@ -37,7 +41,7 @@ func startClusterOn(t *testing.T, n int) ([]string, string, stream.Store) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	name := fmt.Sprintf("bc%d-%s", os.Getpid(), strings.ToLower(t.Name()))
+	name := fmt.Sprintf("bc%d-%d-%s", os.Getpid(), clusterSeq.Add(1), strings.ToLower(t.Name()))
 	var addrs []string
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -183,6 +187,10 @@ func TestClusterTopicsOnAnyBroker(t *testing.T) {
 	if ok != 1 || exists != 2 {
 		t.Fatalf("three CreateTopics at once: %d created, %d TOPIC_ALREADY_EXISTS; want 1 and 2", ok, exists)
 	}
+	// A broker learns of a topic created through another from its etcd
+	// watch; until then it answers UNKNOWN_TOPIC_OR_PARTITION, which
+	// clients retry.
+	waitSpread(t, cls[1], "anyb", 3, 3)
 	cp := kmsg.NewPtrCreatePartitionsRequest()
 	cpt := kmsg.NewCreatePartitionsRequestTopic()
 	cpt.Topic, cpt.Count = "anyb", 6

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,9 @@ func etcdTestbed(t *testing.T) string {
 	}
 	return env["STRATA_ETCD_ENDPOINTS"]
 }
+
+// clusterSeq numbers the clusters of this test binary (-count reruns).
+var clusterSeq atomic.Int64
 
 // brokerCluster is three `strata serve --etcd` processes on one data
 // directory.
@@ -64,7 +68,7 @@ func startBrokerClusterWith(t *testing.T, n int, etcdOf func(int) string) *broke
 	etcd := etcdOf(0)
 	dir := t.TempDir()
 	c := &brokerCluster{t: t, bin: buildBinary(t, dir, "strata", "."), etcd: etcd,
-		name: fmt.Sprintf("c%d-%s", os.Getpid(), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))),
+		name: fmt.Sprintf("c%d-%d-%s", os.Getpid(), clusterSeq.Add(1), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))),
 		data: filepath.Join(dir, "data")}
 	for i := 0; i < n; i++ {
 		c.addrs = append(c.addrs, freePort(t))
@@ -577,7 +581,7 @@ func TestServeEtcdStartupErrors(t *testing.T) {
 func TestServeEtcdRefusesOtherStorage(t *testing.T) {
 	etcd := etcdTestbed(t)
 	dir := t.TempDir()
-	name := fmt.Sprintf("refuse%d", os.Getpid())
+	name := fmt.Sprintf("refuse%d-%d", os.Getpid(), clusterSeq.Add(1))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done, _, ok := serveArgsInProcess(t, ctx, "--etcd", etcd, "--cluster", name, "--data", filepath.Join(dir, "a"), "--listen", freePort(t))
