@@ -51,7 +51,7 @@ func join(t *testing.T, eps []string, prefix, name string) *Member {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	m, err := Join(ctx, Config{Endpoints: eps, Prefix: prefix, Cluster: "c", Storage: "nfs:/x", Name: name,
-		Addr: name + ":9092", TTL: time.Second, Logger: testLogger(t).With("member", name)})
+		Addr: name + ":9092", TTL: 2 * time.Second, Logger: testLogger(t).With("member", name)})
 	if err != nil {
 		t.Fatalf("Join %s: %v", name, err)
 	}
@@ -306,7 +306,7 @@ func TestQuorum(t *testing.T) {
 	v1 := waitView(t, ms[0], 10*time.Second, "12 units over 3 nodes", settled(us, ids...))
 
 	ctl("stop", "1")
-	time.Sleep(3 * time.Second) // three TTLs
+	time.Sleep(4 * time.Second) // two TTLs
 	for _, m := range ms {
 		if s := m.Stats(); s.Lease != LeaseHeld || s.LeaseLosses != 0 {
 			t.Fatalf("node %d with one etcd member stopped: %+v", m.ID(), s)
