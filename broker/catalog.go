@@ -620,6 +620,12 @@ func (c *catalog) remove(ctx context.Context, name string) (int16, string) {
 	if err := c.appendRecord(ctx, r); err != nil {
 		return kerr.KafkaStorageError.Code, err.Error()
 	}
+	if c.b.cl != nil {
+		// Every broker, this one too, drops the topic when its etcd watch
+		// shows it gone: the owners close and delete its partitions.
+		c.b.log.Info("topic deleted", "topic", name)
+		return 0, ""
+	}
 	_ = c.apply(r)
 	// Partitions close and delete a few at a time: one after another, a
 	// topic of hundreds of partitions outlasted the request's timeout.
@@ -638,10 +644,6 @@ func (c *catalog) remove(ctx context.Context, name string) (int16, string) {
 		}()
 	}
 	wg.Wait()
-	if !c.b.coordinates() {
-		c.b.log.Info("topic deleted", "topic", name)
-		return 0, ""
-	}
 	if err := c.b.offsets.forgetTopic(ctx, name); err != nil {
 		c.b.log.Warn("removing committed offsets of a deleted topic failed", "topic", name, "err", err)
 	}

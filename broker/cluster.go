@@ -180,16 +180,34 @@ func (b *Broker) syncCatalog(v cluster.View) {
 	}
 }
 
-// dropTopic closes a deleted topic's open partitions.
+// dropTopic closes a deleted topic's partitions open here and deletes
+// their streams, and forgets its committed offsets on the broker holding
+// them. A partition no broker had open keeps its streams.
 func (b *Broker) dropTopic(t *topic) {
 	b.catalog.mu.RLock()
 	parts := append([]*partition(nil), t.parts...)
 	b.catalog.mu.RUnlock()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
 	for _, p := range parts {
+		p.mu.Lock()
+		open := p.log != nil
+		p.mu.Unlock()
+		if !open {
+			continue
+		}
 		_ = p.closeLog()
 		b.cl.mu.Lock()
 		delete(b.cl.owned, unitOf(p))
 		b.cl.mu.Unlock()
+		if err := sharedlog.Delete(ctx, t.store, p.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
+			b.log.Warn("deleting partition streams failed (the topic is gone from the catalog)", "topic", t.name, "partition", p.index, "err", err)
+		}
+	}
+	if b.coordinates() {
+		if err := b.offsets.forgetTopic(ctx, t.name); err != nil {
+			b.log.Warn("removing committed offsets of a deleted topic failed", "topic", t.name, "err", err)
+		}
 	}
 }
 
