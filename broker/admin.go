@@ -15,6 +15,7 @@ import (
 // metadata answers Metadata: this broker leads every partition.
 func (b *Broker) metadata(r *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.nodeID, Host: b.host, Port: b.port}}
+	view := b.clusterBrokers(resp)
 	cluster := b.cfg.Cluster
 	resp.ClusterID = &cluster
 	resp.ControllerID = b.nodeID
@@ -62,11 +63,13 @@ func (b *Broker) metadata(r *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) 
 		for i := int32(0); i < n; i++ {
 			sp := kmsg.NewMetadataResponseTopicPartition()
 			sp.Partition = i
-			sp.Leader = b.nodeID
-			sp.LeaderEpoch = b.epoch
-			sp.Replicas = []int32{b.nodeID}
-			sp.ISR = []int32{b.nodeID}
-			if b.fenced.Load() {
+			p, _ := b.catalog.partitionOf(t.name, i)
+			leader, epoch, ok := b.leaderOf(view, p)
+			sp.Leader = leader
+			sp.LeaderEpoch = epoch
+			sp.Replicas = []int32{leader}
+			sp.ISR = []int32{leader}
+			if !ok || b.fenced.Load() {
 				sp.ErrorCode = kerr.LeaderNotAvailable.Code
 				sp.Leader = -1
 			}
@@ -321,14 +324,22 @@ func (b *Broker) findCoordinator(r *kmsg.FindCoordinatorRequest, resp *kmsg.Find
 	case b.fenced.Load():
 		code, msg = kerr.CoordinatorNotAvailable.Code, "this broker was fenced by a newer one"
 	}
+	nodeID, host, port := b.nodeID, b.host, b.port
+	if code == 0 && b.cl != nil {
+		if n, ok := b.coordinator(); !ok {
+			code, msg = kerr.CoordinatorNotAvailable.Code, "no broker holds the group offsets yet"
+		} else if h, p, err := splitAddr(n.Addr); err == nil {
+			nodeID, host, port = n.ID, h, p
+		}
+	}
 	if r.Version >= 4 {
 		for _, k := range r.CoordinatorKeys {
 			resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{
-				Key: k, NodeID: b.nodeID, Host: b.host, Port: b.port, ErrorCode: code, ErrorMessage: errString(msg)})
+				Key: k, NodeID: nodeID, Host: host, Port: port, ErrorCode: code, ErrorMessage: errString(msg)})
 		}
 		return code
 	}
-	resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = code, b.nodeID, b.host, b.port
+	resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = code, nodeID, host, port
 	if r.Version >= 1 {
 		resp.ErrorMessage = errString(msg)
 	}

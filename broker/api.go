@@ -51,6 +51,9 @@ func (b *Broker) dispatch(cc *conn, p *pending, req kmsg.Request, resp kmsg.Resp
 		return b.produce(r, resp.(*kmsg.ProduceResponse))
 	}
 	return func() kmsg.Response {
+		if b.notCoordinator(req, resp) {
+			return resp
+		}
 		var code int16
 		switch r := req.(type) {
 		case *kmsg.ApiVersionsRequest:

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratastream/strata/internal/cluster"
 	"github.com/stratastream/strata/sharedlog"
 	"github.com/stratastream/strata/stream"
 )
@@ -101,6 +102,11 @@ type Config struct {
 	// timeout of secured listeners (ServeListener). The zero value: no
 	// SASL users, no authorization (every request allowed).
 	Security Security
+	// Membership, when set, makes the broker one of a cluster coordinated
+	// by etcd: it serves the partitions and the group offsets assigned to
+	// it, each opened at the epoch of its assignment, and keeps the topic
+	// catalog in etcd. Nil (the default): one broker serves the cluster.
+	Membership *cluster.Member
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics collects Prometheus metrics (default a new Metrics).
@@ -133,6 +139,10 @@ type Broker struct {
 	superseded chan struct{}
 	fencedBy   *SupersededError
 	fenceKick  chan struct{}
+
+	// cl is the cluster state when cfg.Membership is set (nil: a single
+	// broker).
+	cl *clusterState
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -215,6 +225,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		ctx: bctx, cancel: cancel,
 		fetchMem: newByteBudget(int64(cfg.FetchMemoryBytes)),
 		conns:    map[net.Conn]struct{}{}, perIP: map[string]int{}, lns: map[net.Listener]struct{}{},
+	}
+	if cfg.Membership != nil {
+		return b.startClustered(ctx)
 	}
 	first, err := sharedlog.AllocateProducerIDs(ctx, cfg.Store, b.streamName("__brokers"), 1)
 	if err != nil {
@@ -344,6 +357,11 @@ func (b *Broker) streamName(s string) string { return b.cfg.Cluster + "/" + s }
 
 // setFenced records that a newer broker owns the cluster.
 func (b *Broker) setFenced(why string) {
+	if b.cl != nil {
+		// In a cluster a fence moves one partition, not the broker; the
+		// partition that met it drops itself (fencedInCluster).
+		return
+	}
 	if b.fenced.CompareAndSwap(false, true) {
 		b.log.Warn("broker fenced: a newer broker owns the cluster; no longer serving partitions", "why", why)
 		b.notify.Broadcast()

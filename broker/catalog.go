@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stratastream/strata/internal/cluster"
 	"github.com/stratastream/strata/sharedlog"
 	"github.com/stratastream/strata/stream"
 )
@@ -49,6 +50,9 @@ type partition struct {
 	log       *sharedlog.Log
 	err       error // why log is nil
 	reopening bool
+	// epoch is the epoch the partition is opened at in a cluster (its
+	// assignment's); the broker epoch on a single broker.
+	epoch int32
 }
 
 // catalog is the topic catalog, kept in the CLUSTER/__topics stream, which
@@ -279,7 +283,13 @@ func (p *partition) open(ctx context.Context) error {
 // openLog opens a new session of the partition's log at the broker epoch
 // (a fence found on the way fences the broker).
 func (p *partition) openLog(ctx context.Context) (*sharedlog.Log, error) {
-	l, err := sharedlog.Open(ctx, p.topic.store, p.name, p.topic.options(p.b))
+	o := p.topic.options(p.b)
+	if p.b.cl != nil {
+		p.mu.Lock()
+		o.Epoch = p.epoch
+		p.mu.Unlock()
+	}
+	l, err := sharedlog.Open(ctx, p.topic.store, p.name, o)
 	if err != nil {
 		p.b.checkFenced(err, "opening "+p.String())
 		return nil, fmt.Errorf("broker: opening partition %s (%s) on %s: %w", p, p.name, p.topic.driver, err)
@@ -306,6 +316,12 @@ func (p *partition) current() (*sharedlog.Log, int16) {
 // serving; any other read error (a corrupt or unreachable chunk) leaves
 // the log open for writes and for reads elsewhere.
 func (p *partition) readFailed(err error) {
+	if errors.Is(err, stream.ErrFenced) && p.b.cl != nil {
+		if l, _ := p.current(); l != nil {
+			p.fencedInCluster(l)
+		}
+		return
+	}
 	if errors.Is(err, stream.ErrFenced) {
 		p.b.setFenced("read of " + p.String())
 	}
@@ -321,6 +337,10 @@ const reopenLogEvery = 30 * time.Second
 // the partition's log: reads of its durable data are served from it and
 // writes fail with its error.
 func (p *partition) failed(l *sharedlog.Log, err error) {
+	if isFence(err) && p.b.cl != nil {
+		p.fencedInCluster(l)
+		return
+	}
 	if errors.Is(err, stream.ErrFenced) {
 		p.b.setFenced("append to " + p.String())
 		return
@@ -444,6 +464,9 @@ func (c *catalog) numPartitions(t *topic) int32 {
 
 // appendRecord makes r durable in the catalog stream.
 func (c *catalog) appendRecord(ctx context.Context, r catalogRecord) error {
+	if c.b.cl != nil {
+		return c.b.clusterTopic(ctx, r)
+	}
 	payload, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -525,10 +548,18 @@ func (c *catalog) create(ctx context.Context, name string, n int32, cfg map[stri
 	_, _ = rand.Read(id[:])
 	r := catalogRecord{Op: "create", Name: name, ID: hex.EncodeToString(id[:]), Partitions: n, Configs: cfg}
 	if err := c.appendRecord(ctx, r); err != nil {
+		if errors.Is(err, cluster.ErrTopicExists) {
+			return nil, kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic %s already exists", name)
+		}
 		return nil, kerr.KafkaStorageError.Code, err.Error()
 	}
 	_ = c.apply(r)
 	t := c.lookup(name)
+	if c.b.cl != nil {
+		// The owners the controller assigns open the partitions.
+		c.b.log.Info("topic created", "topic", name, "partitions", n, "driver", t.driver)
+		return t, 0, ""
+	}
 	if err := openPartitions(ctx, t.parts); err != nil {
 		return t, kerr.KafkaStorageError.Code, err.Error()
 	}
@@ -589,6 +620,12 @@ func (c *catalog) remove(ctx context.Context, name string) (int16, string) {
 	if err := c.appendRecord(ctx, r); err != nil {
 		return kerr.KafkaStorageError.Code, err.Error()
 	}
+	if c.b.cl != nil {
+		// Every broker, this one too, drops the topic when its etcd watch
+		// shows it gone: the owners close and delete its partitions.
+		c.b.log.Info("topic deleted", "topic", name)
+		return 0, ""
+	}
 	_ = c.apply(r)
 	// Partitions close and delete a few at a time: one after another, a
 	// topic of hundreds of partitions outlasted the request's timeout.
@@ -643,6 +680,9 @@ func (c *catalog) grow(ctx context.Context, name string, n int32, validateOnly b
 	c.mu.RLock()
 	added := append([]*partition(nil), t.parts[have:]...)
 	c.mu.RUnlock()
+	if c.b.cl != nil {
+		return 0, "" // the assigned owners open them
+	}
 	if err := openPartitions(ctx, added); err != nil {
 		return kerr.KafkaStorageError.Code, err.Error()
 	}
@@ -663,5 +703,8 @@ func (c *catalog) close() error {
 		go func() { defer wg.Done(); _ = p.closeLog() }()
 	}
 	wg.Wait()
+	if c.s == nil {
+		return nil
+	}
 	return c.s.Close()
 }

@@ -12,11 +12,11 @@ import (
 
 // checkLeaderEpoch compares a client's current leader epoch with ours
 // (-1: the client does not know it).
-func (b *Broker) checkLeaderEpoch(e int32) int16 {
+func checkLeaderEpoch(e, ours int32) int16 {
 	switch {
-	case e == -1 || e == b.epoch:
+	case e == -1 || e == ours:
 		return 0
-	case e > b.epoch:
+	case e > ours:
 		return kerr.UnknownLeaderEpoch.Code
 	default:
 		return kerr.FencedLeaderEpoch.Code
@@ -34,7 +34,7 @@ func (b *Broker) owned(topicName string, partition, leaderEpoch int32) (*partiti
 	if code != 0 {
 		return nil, nil, code
 	}
-	if code := b.checkLeaderEpoch(leaderEpoch); code != 0 {
+	if code := checkLeaderEpoch(leaderEpoch, p.leaderEpoch()); code != 0 {
 		return nil, nil, code
 	}
 	return p, l, 0

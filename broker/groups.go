@@ -74,16 +74,7 @@ func newGroupCoordinator(b *Broker) *groupCoordinator {
 func (gc *groupCoordinator) close() {
 	close(gc.stop)
 	<-gc.done
-	gc.mu.Lock()
-	defer gc.mu.Unlock()
-	for _, g := range gc.groups {
-		if g.timer != nil {
-			g.timer.Stop()
-		}
-		for _, m := range g.members {
-			gc.failWaiters(g, m, kerr.CoordinatorNotAvailable.Code)
-		}
-	}
+	gc.reset(kerr.CoordinatorNotAvailable.Code)
 }
 
 // expireLoop removes members whose session timed out.

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stratastream/strata/internal/cluster"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -74,6 +75,8 @@ func (b *Broker) notReady() string {
 		return "closed"
 	case b.fenced.Load():
 		return "fenced by a newer broker of the cluster"
+	case b.cl != nil && b.cl.m.Stats().Lease != cluster.LeaseHeld:
+		return "etcd lease lost (etcd unreachable or without quorum); serving the partitions still owned"
 	}
 	var down []string
 	for _, d := range b.driverHealth() {

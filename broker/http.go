@@ -20,6 +20,9 @@ func (b *Broker) Handler() http.Handler {
 	b.metrics.epoch = b.Epoch
 	b.metrics.backend = b.backendStats
 	b.metrics.drivers = b.driverHealth
+	if b.cl != nil {
+		b.metrics.cluster = b.ClusterStats
+	}
 	b.metrics.mu.Unlock()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {

@@ -31,7 +31,17 @@ func TestJavaClient(t *testing.T) {
 	createTopic(t, cl, "java", 3, nil)
 	const n = 2000
 	out := java("StrataClientCheck", addr, "java", fmt.Sprint(n), "java-group")
+	checkJavaConsumed(t, out, n)
+	// The group committed the end of every partition.
+	if total := committedSum(t, cl, "java-group"); total != n {
+		t.Fatalf("java-group committed offsets sum to %d, want %d", total, n)
+	}
+}
 
+// checkJavaConsumed checks StrataClientCheck's output: each of the n
+// records java-NNNNNN consumed once, at consecutive offsets per partition.
+func checkJavaConsumed(t *testing.T, out string, n int) {
+	t.Helper()
 	seen := map[string]bool{}
 	last := map[string]int64{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -53,10 +63,6 @@ func TestJavaClient(t *testing.T) {
 		if v := fmt.Sprintf("java-%06d", i); !seen[v] {
 			t.Fatalf("%s produced and acked but not consumed", v)
 		}
-	}
-	// The group committed the end of every partition.
-	if total := committedSum(t, cl, "java-group"); total != n {
-		t.Fatalf("java-group committed offsets sum to %d, want %d", total, n)
 	}
 }
 

@@ -36,6 +36,8 @@ type Metrics struct {
 	backend func(context.Context) map[string]stream.RequestStats
 	// drivers reads the health of the drivers that report it.
 	drivers func() []driverStatus
+	// cluster reads the cluster counters (nil on a single broker).
+	cluster func() ClusterStats
 }
 
 // NewMetrics returns empty metrics.
@@ -180,6 +182,9 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	}
 	if m.drivers != nil {
 		writeDrivers(p, m.drivers())
+	}
+	if m.cluster != nil {
+		writeCluster(p, m.cluster())
 	}
 	writeBackend(p, stats)
 	return cw.n, cw.err

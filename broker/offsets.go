@@ -143,6 +143,9 @@ func (o *offsetStore) commit(ctx context.Context, cs []committed) error {
 	if len(cs) == 0 {
 		return nil
 	}
+	if o.s == nil {
+		return fmt.Errorf("broker: committing offsets of group %s: %w", cs[0].Group, errNotCoordinator)
+	}
 	payload, err := json.Marshal(cs)
 	if err != nil {
 		return err
@@ -217,4 +220,9 @@ func (o *offsetStore) forgetTopic(ctx context.Context, topic string) error {
 	return o.commit(ctx, cs)
 }
 
-func (o *offsetStore) close() error { return o.s.Close() }
+func (o *offsetStore) close() error {
+	if o.s == nil {
+		return nil
+	}
+	return o.s.Close()
+}

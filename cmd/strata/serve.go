@@ -86,6 +86,10 @@ type serveConfig struct {
 	// StreamSets configures write-ahead stream sets for the embedded
 	// default and for every driver without a stream_sets of its own.
 	StreamSets *streamSetsConfig `yaml:"stream_sets"`
+	// Etcd makes the broker one of a cluster coordinated by etcd (see
+	// docs/operating.md, "A cluster of brokers"); --etcd sets its
+	// endpoints.
+	Etcd *etcdConfig `yaml:"etcd"`
 	// SASL holds the users of SASL listeners; ACLs turns authorization
 	// on; HandshakeTimeout bounds a connection's TLS handshake and SASL
 	// exchange (default 10s).
@@ -189,6 +193,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		advertise  = fs.String("advertise", "", "HOST:PORT advertised to clients (default the listener)")
 		logFormat  = fs.String("log-format", "", "log format: text or json")
 		logLevel   = fs.String("log-level", "", "log level: debug, info, warn, error")
+		etcd       = fs.String("etcd", "", "etcd endpoints HOST:PORT,...: share the cluster's partitions with the other brokers registered there (default off: one broker serves the cluster)")
 	)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return code
@@ -223,6 +228,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	set(&cfg.LogLevel, *logLevel)
 	if cfg.Listen == "" && len(cfg.Listeners) == 0 {
 		cfg.Listen = "127.0.0.1:9092"
+	}
+	if *etcd != "" {
+		if cfg.Etcd == nil {
+			cfg.Etcd = &etcdConfig{}
+		}
+		cfg.Etcd.Endpoints = strings.Split(*etcd, ",")
+	}
+	if cfg.Etcd != nil {
+		if err := cfg.Etcd.check(); err != nil {
+			return bad("%v", err)
+		}
+		if err := clusterStreamSets(&cfg); err != nil {
+			return bad("%v", err)
+		}
 	}
 	var level slog.Level
 	if cfg.LogLevel != "" {
@@ -311,6 +330,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 	}
+	if cfg.Etcd != nil {
+		m, err := joinCluster(ctx, cfg, *data, adv, logger)
+		if err != nil {
+			logger.Error("startup failed", "err", err)
+			fmt.Fprintf(stderr, "strata serve: %v\n", err)
+			return 1
+		}
+		defer m.Close()
+		bcfg.Membership = m
+	}
 	b, err := broker.New(ctx, bcfg)
 	if err != nil {
 		if code := superseded(err, logger, stderr); code != 0 {
@@ -327,14 +356,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer srv.Close()
 		logger.Info("serving metrics and health", "http", hln.Addr().String())
 	}
+	who := fmt.Sprintf("broker epoch %d", b.Epoch())
+	if bcfg.Membership != nil {
+		who = fmt.Sprintf("node %d of the cluster in etcd", bcfg.Membership.ID())
+	}
 	errc := make(chan error, 1+len(sls))
 	if ln != nil {
 		go func() { errc <- b.Serve(ln) }()
-		fmt.Fprintf(stdout, "strata serve: cluster %s, broker epoch %d, Kafka listener %s (advertised %s)\n", orDefault(cfg.Cluster, "strata"), b.Epoch(), ln.Addr(), adv)
+		fmt.Fprintf(stdout, "strata serve: cluster %s, %s, Kafka listener %s (advertised %s)\n", orDefault(cfg.Cluster, "strata"), who, ln.Addr(), adv)
 	}
 	for i, sl := range sls {
 		go func() { errc <- b.ServeListener(sl) }()
-		fmt.Fprintf(stdout, "strata serve: cluster %s, broker epoch %d, Kafka listener %s %s (advertised %s)\n", orDefault(cfg.Cluster, "strata"), b.Epoch(), secListeners[i].Protocol(), sl.Addr(), sl.Advertise())
+		fmt.Fprintf(stdout, "strata serve: cluster %s, %s, Kafka listener %s %s (advertised %s)\n", orDefault(cfg.Cluster, "strata"), who, secListeners[i].Protocol(), sl.Addr(), sl.Advertise())
 	}
 	select {
 	case <-ctx.Done():

@@ -1,0 +1,241 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/internal/cluster"
+	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/stream"
+)
+
+// clusterSeq numbers the clusters of this test binary (-count reruns).
+var clusterSeq atomic.Int64
+
+// startClusterBrokers starts n in-process brokers of one cluster on one
+// nfs directory, coordinated through the etcd testbed, and returns their
+// addresses.
+func startClusterBrokers(t *testing.T, n int) []string {
+	addrs, _, _ := startClusterOn(t, n)
+	return addrs
+}
+
+// startClusterOn is startClusterBrokers that also returns the cluster name
+// and a store of its own on the brokers' directory.
+func startClusterOn(t *testing.T, n int) ([]string, string, stream.Store) {
+	t.Helper()
+	testbed.SkipShort(t, "the etcd testbed")
+	env, err := testbed.Env("etcd", "STRATA_ETCD_ENDPOINTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	name := fmt.Sprintf("bc%d-%d-%s", os.Getpid(), clusterSeq.Add(1), strings.ToLower(t.Name()))
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := cluster.Join(context.Background(), cluster.Config{
+			Endpoints: strings.Split(env["STRATA_ETCD_ENDPOINTS"], ","), Cluster: name, Storage: "nfs:" + dir,
+			Name: ln.Addr().String(), Addr: ln.Addr().String(), Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := New(context.Background(), Config{Cluster: name, Store: nfsStore(t, dir), Advertise: ln.Addr().String(),
+			Logger: testLogger(t), AutoCreateTopics: true, DefaultPartitions: 6, Membership: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = b.Serve(ln) }()
+		t.Cleanup(func() { _ = b.Close(); _ = m.Close() })
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs, name, nfsStore(t, dir)
+}
+
+// waitSpread waits until Metadata through cl gives every partition of
+// topic a leader and uses every one of brokers.
+func waitSpread(t *testing.T, cl *kgo.Client, topic string, partitions, brokers int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		leaders := map[int32]bool{}
+		ok := true
+		n := 0
+		if resp, err := metadataOf(cl, topic); err == nil && len(resp.Topics) == 1 {
+			for _, p := range resp.Topics[0].Partitions {
+				n++
+				ok = ok && p.Leader >= 0
+				leaders[p.Leader] = true
+			}
+		}
+		if ok && n == partitions && len(leaders) == brokers {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s: %d partitions on leaders %v within 30s, want %d on %d brokers", topic, n, leaders, partitions, brokers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestKcatCluster lists three brokers of a cluster with kcat (-L), produces
+// through one and consumes through another, plainly and as a group.
+func TestKcatCluster(t *testing.T) {
+	requireTool(t, "kcat", "apt-get install -y kcat")
+	addrs := startClusterBrokers(t, 3)
+	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
+	createTopic(t, cl, "kc", 6, nil)
+	waitSpread(t, cl, "kc", 6, 3)
+	meta := kcat(t, "", "-b", addrs[0], "-L", "-t", "kc")
+	if !strings.Contains(meta, " 3 brokers:") || !strings.Contains(meta, "with 6 partitions") {
+		t.Fatalf("kcat -L:\n%s", meta)
+	}
+	const n = 600
+	var in strings.Builder
+	var want []string
+	for i := range n {
+		fmt.Fprintf(&in, "k%d:value-%06d\n", i, i)
+		want = append(want, fmt.Sprintf("value-%06d", i))
+	}
+	kcat(t, in.String(), "-b", addrs[1], "-P", "-t", "kc", "-K", ":", "-X", "acks=all")
+	got := strings.Split(strings.TrimSpace(kcat(t, "", "-b", addrs[2], "-C", "-t", "kc", "-e", "-q", "-f", "%s\n")), "\n")
+	sort.Strings(got)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("kcat consumed %d records through another broker, want the %d produced", len(got), n)
+	}
+	group := kcat(t, "", "-b", addrs[0], "-G", "kcg", "kc", "-e", "-q", "-f", "%s\n", "-X", "auto.offset.reset=earliest")
+	if g := strings.Count(group, "value-"); g != n {
+		t.Fatalf("kcat -G consumed %d records, want %d", g, n)
+	}
+}
+
+// TestJavaClientCluster runs the Java client's producer (idempotent,
+// acks=all) and consumer group against three brokers of a cluster.
+func TestJavaClientCluster(t *testing.T) {
+	java := javaClient(t)
+	addrs := startClusterBrokers(t, 3)
+	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
+	createTopic(t, cl, "javac", 6, nil)
+	waitSpread(t, cl, "javac", 6, 3)
+	const n = 2000
+	out := java("StrataClientCheck", strings.Join(addrs, ","), "javac", fmt.Sprint(n), "javac-group")
+	checkJavaConsumed(t, out, n)
+	if total := committedSum(t, cl, "javac-group"); total != n {
+		t.Fatalf("javac-group committed offsets sum to %d, want %d", total, n)
+	}
+}
+
+// metadataOf asks for topic's metadata through cl.
+func metadataOf(cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	return req.RequestWith(context.Background(), cl)
+}
+
+// TestClusterTopicsOnAnyBroker creates a topic through each broker of a
+// cluster at once (one succeeds, the others get TOPIC_ALREADY_EXISTS),
+// grows it through another and deletes it through a third; every broker's
+// Metadata follows.
+func TestClusterTopicsOnAnyBroker(t *testing.T) {
+	addrs, name, st := startClusterOn(t, 3)
+	var cls []*kgo.Client
+	for _, a := range addrs {
+		cls = append(cls, newClient(t, a))
+	}
+	codes := make(chan int16, len(cls))
+	for _, cl := range cls {
+		go func() {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "anyb", 3, -1
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(context.Background(), cl.SeedBrokers()[0])
+			if err != nil {
+				codes <- -100
+				return
+			}
+			codes <- resp.Topics[0].ErrorCode
+		}()
+	}
+	var ok, exists int
+	for range cls {
+		switch c := <-codes; c {
+		case 0:
+			ok++
+		case kerr.TopicAlreadyExists.Code:
+			exists++
+		default:
+			t.Fatalf("CreateTopics answered %d", c)
+		}
+	}
+	if ok != 1 || exists != 2 {
+		t.Fatalf("three CreateTopics at once: %d created, %d TOPIC_ALREADY_EXISTS; want 1 and 2", ok, exists)
+	}
+	// A broker learns of a topic created through another from its etcd
+	// watch; until then it answers UNKNOWN_TOPIC_OR_PARTITION, which
+	// clients retry.
+	waitSpread(t, cls[1], "anyb", 3, 3)
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "anyb", 6
+	cp.Topics = append(cp.Topics, cpt)
+	if resp, err := cp.RequestWith(context.Background(), cls[1].SeedBrokers()[0]); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreatePartitions through broker 2: %v %+v", err, resp)
+	}
+	for _, cl := range cls {
+		waitSpread(t, cl, "anyb", 6, 3)
+	}
+	// Each owner opened its partitions: 6 partitions, 2 streams each.
+	topicStreams := func() []string {
+		all, err := st.List(context.Background(), name+"/t/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return all
+	}
+	if got := topicStreams(); len(got) != 12 {
+		t.Fatalf("%d partition streams on the storage, want 12: %v", len(got), got)
+	}
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	dt.TopicNames = []string{"anyb"}
+	dtt := kmsg.NewDeleteTopicsRequestTopic()
+	dtt.Topic = kmsg.StringPtr("anyb")
+	dt.Topics = append(dt.Topics, dtt)
+	if resp, err := dt.RequestWith(context.Background(), cls[2].SeedBrokers()[0]); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteTopics through broker 3: %v %+v", err, resp)
+	}
+	for i, cl := range cls {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := metadataOf(cl, "anyb")
+			if err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == kerr.UnknownTopicOrPartition.Code {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %d still lists the deleted topic", i+1)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// The owners closed the partitions; nothing wrote them back.
+	time.Sleep(time.Second)
+	if got := topicStreams(); len(got) != 0 {
+		t.Fatalf("partition streams left on the storage after DeleteTopics: %v", got)
+	}
+}

@@ -1,0 +1,600 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
+)
+
+// etcdTestbed returns the endpoints of the shared etcd testbed.
+func etcdTestbed(t *testing.T) string {
+	t.Helper()
+	testbed.SkipShort(t, "the etcd testbed and minutes of load")
+	env, err := testbed.Env("etcd", "STRATA_ETCD_ENDPOINTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env["STRATA_ETCD_ENDPOINTS"]
+}
+
+// clusterSeq numbers the clusters of this test binary (-count reruns).
+var clusterSeq atomic.Int64
+
+// brokerCluster is three `strata serve --etcd` processes on one data
+// directory.
+type brokerCluster struct {
+	t       *testing.T
+	bin     string
+	etcd    string
+	name    string
+	data    string
+	addrs   []string
+	https   []string
+	procs   []*serveProc
+	envEtcd []string // per broker: the etcd endpoints it is given (default etcd)
+}
+
+func startBrokerCluster(t *testing.T, etcd string, n int) *brokerCluster {
+	t.Helper()
+	return startBrokerClusterWith(t, n, func(int) string { return etcd })
+}
+
+// startBrokerClusterWith starts n brokers, broker i given the etcd
+// endpoints etcdOf(i).
+func startBrokerClusterWith(t *testing.T, n int, etcdOf func(int) string) *brokerCluster {
+	t.Helper()
+	etcd := etcdOf(0)
+	dir := t.TempDir()
+	c := &brokerCluster{t: t, bin: buildBinary(t, dir, "strata", "."), etcd: etcd,
+		name: fmt.Sprintf("c%d-%d-%s", os.Getpid(), clusterSeq.Add(1), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))),
+		data: filepath.Join(dir, "data")}
+	for i := 0; i < n; i++ {
+		c.addrs = append(c.addrs, freePort(t))
+		c.https = append(c.https, freePort(t))
+		c.envEtcd = append(c.envEtcd, etcdOf(i))
+		c.procs = append(c.procs, nil)
+	}
+	for i := range n {
+		c.start(i)
+	}
+	return c
+}
+
+// start starts broker i (again) on its address.
+func (c *brokerCluster) start(i int) {
+	c.t.Helper()
+	c.procs[i] = startServe(c.t, c.bin, "--etcd", c.envEtcd[i], "--cluster", c.name, "--data", c.data, "--listen", c.addrs[i], "--http", c.https[i])
+}
+
+// kill sends sig to broker i and waits for it to exit.
+func (c *brokerCluster) kill(i int, sig syscall.Signal) {
+	c.t.Helper()
+	if err := c.procs[i].cmd.Process.Signal(sig); err != nil {
+		c.t.Fatal(err)
+	}
+	_ = c.procs[i].wait()
+}
+
+// client is a kgo client seeded with every broker.
+func (c *brokerCluster) client(opts ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.addrs...), kgo.RecordRetries(1 << 30),
+		kgo.RecordDeliveryTimeout(2 * time.Minute), kgo.RetryTimeout(2 * time.Minute), kgo.ProducerLinger(time.Millisecond)}, opts...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// leaders returns the leader of each partition of topic as Metadata
+// through cl says (-1: none).
+func leaders(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) ([]int32, int) {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics) != 1 {
+		return nil, 0
+	}
+	var out []int32
+	for _, p := range resp.Topics[0].Partitions {
+		out = append(out, p.Leader)
+	}
+	return out, len(resp.Brokers)
+}
+
+// groupConsumers are members of one consumer group recording what they
+// consumed.
+type groupConsumers struct {
+	mu      sync.Mutex
+	seen    map[string]int // value -> times consumed
+	clients []*kgo.Client
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+}
+
+func startGroup(c *brokerCluster, group, topic string, members int) *groupConsumers {
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &groupConsumers{seen: map[string]int{}, cancel: cancel}
+	for range members {
+		cl := c.client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(200*time.Millisecond), kgo.AutoCommitInterval(200*time.Millisecond))
+		g.clients = append(g.clients, cl)
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			for ctx.Err() == nil {
+				fs := cl.PollFetches(ctx)
+				fs.EachRecord(func(r *kgo.Record) {
+					g.mu.Lock()
+					g.seen[string(r.Value)]++
+					g.mu.Unlock()
+				})
+			}
+		}()
+	}
+	return g
+}
+
+// waitFor waits until every record of acked was consumed by the group.
+func (g *groupConsumers) waitFor(t *testing.T, acked map[string]int32) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		g.mu.Lock()
+		missing := 0
+		var one string
+		for v := range acked {
+			if g.seen[v] == 0 {
+				missing++
+				one = v
+			}
+		}
+		dups := 0
+		for _, n := range g.seen {
+			if n > 1 {
+				dups++
+			}
+		}
+		g.mu.Unlock()
+		if missing == 0 {
+			t.Logf("the consumer group consumed all %d acked records (%d consumed again after a rebalance: at-least-once delivery to the group)", len(acked), dups)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer group misses %d acked records (e.g. %s)", missing, one)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (g *groupConsumers) close() {
+	g.cancel()
+	g.wg.Wait()
+	for _, cl := range g.clients {
+		cl.Close()
+	}
+}
+
+// TestClusterKill9 runs three brokers on etcd under an idempotent acks=all
+// producer and a three-member consumer group, kills one broker with
+// SIGKILL and restarts it: the producer resumes on the other brokers,
+// every acked record is in the log exactly once and in order per
+// partition, and the group consumes every one of them.
+func TestClusterKill9(t *testing.T) {
+	c, cl, g, pr := loadedCluster(t, "orders", 2000)
+	ctx := context.Background()
+	killed := time.Now()
+	c.kill(1, syscall.SIGKILL)
+	before := pr.n()
+	t.Logf("killed broker 2 (SIGKILL) with %d records acked", before)
+	pr.waitEveryPartition(t, 6)
+	t.Logf("failover: every partition acked records again %s after the kill (lease TTL 2s)", time.Since(killed).Round(time.Millisecond))
+	ls := waitLeaders(ctx, t, cl, "orders", 2, nil)
+	t.Logf("leaders after the kill: %v", ls)
+
+	c.start(1)
+	mid := pr.n()
+	waitLeaders(ctx, t, cl, "orders", 3, func(ls []int32) bool { return count(ls) == 3 })
+	pr.wait(t, mid+2000)
+	acked := pr.finish(ctx, t, cl)
+	t.Logf("%d records acked in all", len(acked))
+	consumeAcked(ctx, t, c.addrs[0], "orders", acked)
+	g.waitFor(t, acked)
+}
+
+// TestClusterRollingRestart restarts the three brokers one after the
+// other (SIGTERM, then start again) under the same load.
+func TestClusterRollingRestart(t *testing.T) {
+	c, cl, g, pr := loadedCluster(t, "rolling", 1000)
+	ctx := context.Background()
+	for i := range c.addrs {
+		began := time.Now()
+		c.kill(i, syscall.SIGTERM)
+		c.start(i)
+		waitLeaders(ctx, t, cl, "rolling", 3, func(ls []int32) bool { return count(ls) == 3 })
+		n := pr.n()
+		pr.wait(t, n+1000)
+		t.Logf("broker %d restarted; 1000 more records acked %s after its stop", i+1, time.Since(began).Round(time.Millisecond))
+	}
+	acked := pr.finish(ctx, t, cl)
+	consumeAcked(ctx, t, c.addrs[2], "rolling", acked)
+	g.waitFor(t, acked)
+}
+
+// count is the number of distinct leaders in ls.
+func count(ls []int32) int {
+	m := map[int32]bool{}
+	for _, l := range ls {
+		m[l] = true
+	}
+	return len(m)
+}
+
+// waitLeaders waits until Metadata lists brokers live brokers and a
+// leader for every partition of topic (and ok holds, when set).
+func waitLeaders(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, brokers int, ok func([]int32) bool) []int32 {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ls, nb := leaders(ctx, t, cl, topic)
+		good := nb == brokers && len(ls) > 0
+		for _, l := range ls {
+			good = good && l >= 0
+		}
+		if good && (ok == nil || ok(ls)) {
+			return ls
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metadata of %s: leaders %v with %d brokers, want a leader each with %d brokers", topic, ls, nb, brokers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitEveryPartition waits until each of n partitions acked a record
+// after the call.
+func (p *ackedProducer) waitEveryPartition(t *testing.T, n int) {
+	t.Helper()
+	counts := func() map[int32]int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		m := map[int32]int{}
+		for _, part := range p.acked {
+			m[part]++
+		}
+		return m
+	}
+	start := counts()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		now, done := counts(), 0
+		for i := int32(0); i < int32(n); i++ {
+			if now[i] > start[i] {
+				done++
+			}
+		}
+		if done == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d partitions acked records within a minute: %v -> %v", done, n, start, now)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// loadedCluster starts three brokers on the etcd testbed, creates topic
+// with 6 partitions, and starts a three-member consumer group and an
+// idempotent producer, returning once it had first records acked.
+func loadedCluster(t *testing.T, topic string, first int) (*brokerCluster, *kgo.Client, *groupConsumers, *ackedProducer) {
+	t.Helper()
+	return loadCluster(t, startBrokerCluster(t, etcdTestbed(t), 3), topic, first)
+}
+
+// loadCluster is loadedCluster on the brokers c.
+func loadCluster(t *testing.T, c *brokerCluster, topic string, first int) (*brokerCluster, *kgo.Client, *groupConsumers, *ackedProducer) {
+	t.Helper()
+	ctx := context.Background()
+	cl := c.client()
+	t.Cleanup(cl.Close)
+	createTopic(ctx, t, cl, topic, 6)
+	waitLeaders(ctx, t, cl, topic, 3, nil)
+	g := startGroup(c, "g", topic, 3)
+	t.Cleanup(g.close)
+	pr := startProducer(ctx, cl, topic, 12)
+	pr.wait(t, first)
+	return c, cl, g, pr
+}
+
+// metric reads one unlabelled metric of broker i (-1 when absent).
+func (c *brokerCluster) metric(i int, name string) int64 {
+	c.t.Helper()
+	resp, err := http.Get("http://" + c.https[i] + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// readyz returns broker i's /readyz status code.
+func (c *brokerCluster) readyz(i int) int {
+	resp, err := http.Get("http://" + c.https[i] + "/readyz")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitMetric waits until broker i's metric satisfies ok.
+func (c *brokerCluster) waitMetric(i int, name string, within time.Duration, ok func(int64) bool) int64 {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		v := c.metric(i, name)
+		if ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("broker %d: %s = %d, not as wanted within %s", i+1, name, v, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestClusterEtcdQuorum runs three brokers on an etcd cluster of the
+// test's own under load: one etcd member stopped changes nothing for
+// clients; with quorum lost the owned partitions keep taking records,
+// and a broker killed meanwhile keeps its partitions (nothing moves)
+// until quorum returns; then they move and every acked record is in the
+// log once.
+func TestClusterEtcdQuorum(t *testing.T) {
+	dir := t.TempDir()
+	env := privateTestbedEnv(t, "etcd", "STRATA_ETCD_ENDPOINTS", "STRATA_TESTBED_DIR="+dir)
+	ctl := func(args ...string) {
+		cmd := exec.Command(filepath.Join(testbed.RepoRoot(), "testbed", "ctl"), append([]string{"etcd"}, args...)...)
+		cmd.Env = append(os.Environ(), "STRATA_TESTBED_DIR="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("testbed/ctl etcd %v: %v\n%s", args, err, out)
+		}
+	}
+	c, cl, g, pr := loadCluster(t, startBrokerCluster(t, env["STRATA_ETCD_ENDPOINTS"], 3), "quorum", 1000)
+	ctx := context.Background()
+	before, _ := leaders(ctx, t, cl, "quorum")
+
+	ctl("stop", "1")
+	pr.wait(t, pr.n()+2000)
+	time.Sleep(3 * time.Second)
+	after, _ := leaders(ctx, t, cl, "quorum")
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("leaders changed with one etcd member stopped: %v -> %v", before, after)
+	}
+	for i := range c.addrs {
+		if v := c.metric(i, "strata_cluster_lease_losses_total"); v != 0 {
+			t.Fatalf("broker %d lost its lease with one etcd member stopped (%d)", i+1, v)
+		}
+	}
+	t.Log("one etcd member stopped: leaders unchanged, no lease lost, records acked")
+
+	ctl("stop", "2")
+	for i := range c.addrs {
+		c.waitMetric(i, "strata_cluster_lease_held", 15*time.Second, func(v int64) bool { return v == 0 })
+		if code := c.readyz(i); code != 503 {
+			t.Fatalf("broker %d /readyz %d with etcd quorum lost, want 503", i+1, code)
+		}
+	}
+	pr.waitEveryPartition(t, 6)
+	t.Log("etcd quorum lost: every broker lost its lease (readyz 503) and every partition still acks")
+	c.kill(2, syscall.SIGKILL)
+	time.Sleep(4 * time.Second) // two lease TTLs: nothing may move without quorum
+	if now, _ := leaders(ctx, t, cl, "quorum"); fmt.Sprint(now) != fmt.Sprint(before) {
+		t.Fatalf("leaders changed without etcd quorum: %v -> %v", before, now)
+	}
+	t.Log("broker 3 killed without quorum: its partitions did not move")
+
+	quorumBack := time.Now()
+	ctl("start", "2")
+	waitLeaders(ctx, t, cl, "quorum", 2, nil)
+	pr.waitEveryPartition(t, 6)
+	t.Logf("quorum back: broker 3's partitions moved and every partition acks again %s later", time.Since(quorumBack).Round(time.Millisecond))
+	ctl("start", "1")
+	c.start(2)
+	waitLeaders(ctx, t, cl, "quorum", 3, func(ls []int32) bool { return count(ls) == 3 })
+	pr.wait(t, pr.n()+1000)
+	acked := pr.finish(ctx, t, cl)
+	consumeAcked(ctx, t, c.addrs[0], "quorum", acked)
+	g.waitFor(t, acked)
+}
+
+// TestClusterCutOffFromEtcd puts a proxy between broker 3 and etcd and
+// cuts it under load: broker 3's lease expires, its partitions move to
+// the others at higher epochs, the storage fences broker 3's sessions (it
+// stops acknowledging them), and no acked record is lost or duplicated.
+// With the proxy healed broker 3 registers again and takes a share back.
+func TestClusterCutOffFromEtcd(t *testing.T) {
+	etcd := etcdTestbed(t)
+	var proxies []*faultProxy
+	var via []string
+	for _, ep := range strings.Split(etcd, ",") {
+		p := startProxy(t, ep)
+		proxies = append(proxies, p)
+		via = append(via, p.addr())
+	}
+	c, cl, g, pr := loadCluster(t, startBrokerClusterWith(t, 3, func(i int) string {
+		if i == 2 {
+			return strings.Join(via, ",")
+		}
+		return etcd
+	}), "cutoff", 1000)
+	ctx := context.Background()
+	owned := c.metric(2, "strata_cluster_partitions_owned")
+	node3 := nodeOf(ctx, t, cl, c.addrs[2])
+	ls, _ := leaders(ctx, t, cl, "cutoff")
+	var formerly []int32
+	for p, l := range ls {
+		if l == node3 {
+			formerly = append(formerly, int32(p))
+		}
+	}
+	if owned <= 0 || len(formerly) == 0 {
+		t.Fatalf("broker 3 (node %d) owns %d partitions before the cut (leaders %v)", node3, owned, ls)
+	}
+	cut := time.Now()
+	for _, p := range proxies {
+		p.set(0, true)
+	}
+	c.waitMetric(2, "strata_cluster_lease_held", 15*time.Second, func(v int64) bool { return v == 0 })
+	waitLeaders(ctx, t, cl, "cutoff", 2, nil)
+	pr.waitEveryPartition(t, 6)
+	t.Logf("broker 3 cut off from etcd: its %d partitions moved and every partition acks again %s after the cut", owned, time.Since(cut).Round(time.Millisecond))
+	// Broker 3 still believes it owns its partitions: a Produce sent to
+	// it for any of them meets the storage's fence and is refused.
+	solo, err := kgo.NewClient(kgo.SeedBrokers(c.addrs[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Close()
+	for _, part := range formerly {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "cutoff"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = part
+		rp.Records = sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 1, Timestamp: time.Now().UnixMilli(), Tag: "stale"})
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, solo.SeedBrokers()[0])
+		if err != nil {
+			t.Fatalf("Produce to broker 3: %v", err)
+		}
+		code := resp.Topics[0].Partitions[0].ErrorCode
+		if code == 0 {
+			t.Fatalf("broker 3, cut off from etcd, acknowledged a record on partition %d after its partitions moved", part)
+		}
+		t.Logf("Produce to broker 3 for its former partition %d: %s", part, kerr.ErrorForCode(code))
+	}
+	if fences := c.metric(2, "strata_cluster_partition_fences_total"); fences <= 0 {
+		t.Fatalf("broker 3 was never fenced (strata_cluster_partition_fences_total %d)", fences)
+	}
+
+	for _, p := range proxies {
+		p.set(0, false)
+	}
+	c.waitMetric(2, "strata_cluster_lease_held", 20*time.Second, func(v int64) bool { return v == 1 })
+	waitLeaders(ctx, t, cl, "cutoff", 3, func(ls []int32) bool { return count(ls) == 3 })
+	pr.wait(t, pr.n()+1000)
+	acked := pr.finish(ctx, t, cl)
+	consumeAcked(ctx, t, c.addrs[0], "cutoff", acked)
+	g.waitFor(t, acked)
+}
+
+// nodeOf returns the node id of the broker listening on addr.
+func nodeOf(ctx context.Context, t *testing.T, cl *kgo.Client, addr string) int32 {
+	t.Helper()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range resp.Brokers {
+		if net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) == addr {
+			return b.NodeID
+		}
+	}
+	t.Fatalf("no broker at %s in metadata", addr)
+	return -1
+}
+
+// TestServeEtcdStartupErrors: a bad etcd section is exit 2, an
+// unreachable etcd exit 1 within its dial timeout, each with a clear
+// message.
+func TestServeEtcdStartupErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		config string
+		code   int
+		want   string
+	}{
+		{"unreachable", []string{"--etcd", closedEndpoint(t)}, "etcd: {dial_timeout: 1s}\n", 1, "did not answer within 1s"},
+		{"empty endpoint", []string{"--etcd", "127.0.0.1:1,"}, "", 2, "etcd.endpoints[1]: empty"},
+		{"short ttl", nil, "etcd: {endpoints: [127.0.0.1:1], lease_ttl: 100ms}\n", 2, "etcd.lease_ttl: 100ms is below etcd's minimum of 1s"},
+		{"password without user", nil, "etcd: {endpoints: [127.0.0.1:1], password: x}\n", 2, "etcd.username: required with a password"},
+		{"cert without key", nil, "etcd: {endpoints: [127.0.0.1:1], tls: {cert_file: c.pem}}\n", 2, "cert_file and key_file go together"},
+		{"missing ca", nil, "etcd: {endpoints: [127.0.0.1:1], dial_timeout: 1s, tls: {ca_file: " + filepath.Join(dir, "none.pem") + "}}\n", 1, "etcd.tls.ca_file"},
+		{"stream sets on", nil, "etcd: {endpoints: [127.0.0.1:1]}\nstream_sets: {enabled: true}\n", 2, "stream sets are not supported with etcd yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, tc.args...)
+			if tc.config != "" {
+				args = append(args, "--config", writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "_")+".yaml", tc.config))
+			}
+			var o, e bytes.Buffer
+			start := time.Now()
+			code := runServe(context.Background(), args, &o, &e)
+			if code != tc.code || !strings.Contains(e.String(), tc.want) {
+				t.Fatalf("exit %d (want %d), stderr:\n%s\nwant it to contain %q", code, tc.code, e.String(), tc.want)
+			}
+			if took := time.Since(start); took > 20*time.Second {
+				t.Fatalf("startup failed only after %s", took)
+			}
+		})
+	}
+}
+
+// TestServeEtcdRefusesOtherStorage: a broker on other storage joining a
+// running cluster's etcd prefix exits 1 without touching it.
+func TestServeEtcdRefusesOtherStorage(t *testing.T) {
+	etcd := etcdTestbed(t)
+	dir := t.TempDir()
+	name := fmt.Sprintf("refuse%d-%d", os.Getpid(), clusterSeq.Add(1))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done, _, ok := serveArgsInProcess(t, ctx, "--etcd", etcd, "--cluster", name, "--data", filepath.Join(dir, "a"), "--listen", freePort(t))
+	if !ok {
+		t.Fatalf("first broker exited %d", <-done)
+	}
+	var o, e bytes.Buffer
+	code := runServe(context.Background(), []string{"--etcd", etcd, "--cluster", name, "--data", filepath.Join(dir, "b"), "--listen", freePort(t)}, &o, &e)
+	if want := "belongs to cluster \"" + name + "\" on storage \"nfs:" + filepath.Join(dir, "a") + "\""; code != 1 || !strings.Contains(e.String(), want) {
+		t.Fatalf("exit %d (want 1), stderr:\n%s\nwant it to contain %q", code, e.String(), want)
+	}
+	cancel()
+	if c := <-done; c != 0 {
+		t.Fatalf("first broker exit %d", c)
+	}
+}
