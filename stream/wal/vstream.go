@@ -35,7 +35,7 @@ type claim struct {
 type tailEntry struct {
 	e      *entry
 	walOff int64
-	own    bool // e's payload is a copy of its own, not an alias of the WAL batch
+	own    bool  // e's payload is a copy of its own, not an alias of the WAL batch
 	walPos int64 // the writer's acknowledged WAL bytes with e's batch (live tails)
 }
 
