@@ -171,10 +171,7 @@ func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions)
 	l.since += int64(len(batch))
 	l.dirty = true
 	if l.since >= l.opts.CheckpointBytes {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+		l.request(bgCheckpoint)
 	}
 	last := base + count - 1
 	if l.queued == 0 && fut.Completed() {
@@ -188,7 +185,12 @@ func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions)
 	}
 	p := &pending{fut: fut, base: base, last: last, ts: appendTime, f: newAppendFuture()}
 	l.queued++
-	l.queue <- p // never blocks: fewer than MaxInflight are queued
+	l.queue = append(l.queue, p)
+	if !l.collecting {
+		l.collecting = true
+		l.collectors.Add(1)
+		go l.collect()
+	}
 	l.mu.Unlock()
 	return p.f
 }
@@ -221,10 +223,16 @@ func (l *Log) duplicate(d batchMeta, logStart int64) *AppendFuture {
 	return f
 }
 
-// collect completes appends in order as the stream acknowledges them.
+// collect completes appends in order as the stream acknowledges them,
+// until none is queued (AppendAsync starts it again for the next one).
 func (l *Log) collect() {
-	defer close(l.ackEnd)
-	for p := range l.queue {
+	defer l.collectors.Done()
+	l.mu.Lock()
+	for len(l.queue) > 0 {
+		p := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		l.mu.Unlock()
 		r, err := p.fut.Result()
 		l.mu.Lock()
 		res, err := l.settle(p.base, p.last, p.ts, r, err)
@@ -233,8 +241,10 @@ func (l *Log) collect() {
 		// Completed under mu, so that an append settled inline later
 		// (AppendAsync) never completes before this one.
 		p.f.complete(res, err)
-		l.mu.Unlock()
 	}
+	l.queue = nil // the backing array of a burst is not kept while idle
+	l.collecting = false
+	l.mu.Unlock()
 }
 
 // settle applies the stream's outcome r, err of the append stamped with

@@ -50,11 +50,7 @@ type Log struct {
 	ctx   context.Context // lives until Close; stream appends use it
 	abort context.CancelFunc
 
-	queue  chan *pending
-	ackEnd chan struct{}
-	kick   chan struct{}
-	stop   chan struct{}
-	bgEnd  chan struct{}
+	bg bgWork // checkpoints and retention, on timers
 
 	recovery RecoveryStats
 
@@ -69,6 +65,7 @@ type Log struct {
 	hw     int64         // end of acknowledged appends
 	hwCh   chan struct{} // closed when hw moves; nil while nobody waits
 	queued int           // appends handed to collect and not yet settled
+	queue  []*pending    // those appends, in order; collect settles the first
 	space  chan struct{} // closed when queued drops; nil while nobody waits
 	start  int64
 	prod   *producers
@@ -78,6 +75,10 @@ type Log struct {
 	dirty  bool
 	closed bool
 	broken error
+	// collecting: a collect goroutine runs (it exits once queue is empty,
+	// so an idle log has none); collectors counts it for Close.
+	collecting bool
+	collectors sync.WaitGroup
 }
 
 // Open opens partition on store as its owner at opts.Epoch, creating its
@@ -102,11 +103,6 @@ func Open(ctx context.Context, store stream.Store, partition string, opts Option
 	lctx, abort := context.WithCancel(context.Background())
 	l := &Log{
 		name: partition, opts: o, data: data, meta: meta, ctx: lctx, abort: abort,
-		queue:  make(chan *pending, o.MaxInflight),
-		ackEnd: make(chan struct{}),
-		kick:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		bgEnd:  make(chan struct{}),
 	}
 	if err := l.recover(ctx); err != nil {
 		abort()
@@ -115,8 +111,7 @@ func Open(ctx context.Context, store stream.Store, partition string, opts Option
 		return nil, wrapErr(partition, "open", err)
 	}
 	l.recovery.Duration = time.Since(began)
-	go l.collect()
-	go l.background()
+	l.startBackground()
 	return l, nil
 }
 
@@ -316,7 +311,7 @@ func (l *Log) LeaderEpochs() []EpochEntry {
 
 // Close stops taking appends, waits for those in flight, writes a final
 // checkpoint (unless the log failed or was fenced), stops the background
-// goroutine and closes the streams. It does not fence.
+// work and closes the streams. It does not fence.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -324,15 +319,13 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	close(l.queue)
 	l.mu.Unlock()
-	<-l.ackEnd
+	l.collectors.Wait() // no collector starts once closed is set
 	l.mu.Lock()
 	wake(&l.hwCh)  // wake WaitHighWatermark callers: the log is closed
 	wake(&l.space) // and appends waiting for room: they fail
 	l.mu.Unlock()
-	close(l.stop)
-	<-l.bgEnd
+	l.stopBackground()
 	var errs []error
 	l.mu.Lock()
 	broken := l.broken

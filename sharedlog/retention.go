@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,34 +53,116 @@ func (l *Log) trim(ctx context.Context, offset int64) error {
 	return nil
 }
 
-// background applies retention and writes checkpoints until Close, or
-// until a newer owner fenced the log: then it logs that once and stops (a
-// fenced log can write nothing more).
-func (l *Log) background() {
-	defer close(l.bgEnd)
-	retention := time.NewTicker(l.opts.RetentionCheckInterval)
-	defer retention.Stop()
-	ckpt := time.NewTicker(l.opts.CheckpointInterval)
-	defer ckpt.Stop()
+// Background tasks (bgWork.want).
+const (
+	bgRetention = 1 << iota
+	bgCheckpoint
+)
+
+// bgWork runs a log's retention and checkpoints: two timers (no goroutine
+// while nothing is due), and a goroutine that runs the due tasks one at a
+// time and exits when none is left.
+type bgWork struct {
+	mu        sync.Mutex
+	want      int // bgRetention | bgCheckpoint: due and not yet started
+	running   bool
+	stopped   bool // by Close, or by a fence
+	retention *time.Timer
+	ckpt      *time.Timer
+	wg        sync.WaitGroup
+}
+
+// startBackground arms the retention and checkpoint timers: retention is
+// applied every RetentionCheckInterval and a checkpoint written every
+// CheckpointInterval, until Close, or until a newer owner fenced the log:
+// then that is logged once and the work stops (a fenced log can write
+// nothing more).
+func (l *Log) startBackground() {
+	b := &l.bg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.retention = time.AfterFunc(l.opts.RetentionCheckInterval, func() { l.due(bgRetention, &b.retention, l.opts.RetentionCheckInterval) })
+	b.ckpt = time.AfterFunc(l.opts.CheckpointInterval, func() { l.due(bgCheckpoint, &b.ckpt, l.opts.CheckpointInterval) })
+}
+
+// due is a timer's function: it re-arms the timer *t and requests its task.
+func (l *Log) due(task int, t **time.Timer, every time.Duration) {
+	b := &l.bg
+	b.mu.Lock()
+	if !b.stopped {
+		(*t).Reset(every)
+	}
+	b.mu.Unlock()
+	l.request(task)
+}
+
+// request asks for task to run soon (at most one run of each task is
+// pending at a time).
+func (l *Log) request(task int) {
+	b := &l.bg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return
+	}
+	b.want |= task
+	if !b.running {
+		b.running = true
+		b.wg.Add(1)
+		go l.runBackground()
+	}
+}
+
+// runBackground runs the due tasks until none is left.
+func (l *Log) runBackground() {
+	b := &l.bg
+	defer b.wg.Done()
 	for {
-		var err error
-		select {
-		case <-l.stop:
+		b.mu.Lock()
+		task := b.want
+		if task&bgRetention != 0 {
+			task = bgRetention
+		}
+		b.want &^= task
+		if task == 0 || b.stopped {
+			b.running = false
+			b.mu.Unlock()
 			return
-		case <-retention.C:
+		}
+		b.mu.Unlock()
+		var err error
+		if task == bgRetention {
 			if err = l.ApplyRetention(l.ctx); err != nil && !errors.Is(err, stream.ErrFenced) {
 				l.opts.Logger.Warn("sharedlog: retention failed", "partition", l.name, "err", err)
 			}
-		case <-ckpt.C:
-			err = l.backgroundCheckpoint()
-		case <-l.kick:
+		} else {
 			err = l.backgroundCheckpoint()
 		}
 		if errors.Is(err, stream.ErrFenced) {
 			l.opts.Logger.Info("sharedlog: a newer owner holds the partition; background checkpoints and retention stop", "partition", l.name, "err", err)
+			b.mu.Lock()
+			b.stopLocked()
+			b.running = false
+			b.mu.Unlock()
 			return
 		}
 	}
+}
+
+func (b *bgWork) stopLocked() {
+	b.stopped = true
+	b.want = 0
+	b.retention.Stop()
+	b.ckpt.Stop()
+}
+
+// stopBackground stops the timers and waits for a task that runs.
+func (l *Log) stopBackground() {
+	b := &l.bg
+	b.mu.Lock()
+	b.stopLocked()
+	b.mu.Unlock()
+	b.wg.Wait()
 }
 
 func (l *Log) backgroundCheckpoint() error {

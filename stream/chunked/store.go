@@ -525,6 +525,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	for _, w := range ws {
+		w.imu.Lock()
+		w.wakeLocked() // a parked session ends now (it sees the store closed)
+		w.imu.Unlock()
 		<-w.done
 	}
 	s.gcs.Wait()

@@ -14,7 +14,10 @@ import (
 // writer is a read-write session. One goroutine (run) owns the session's
 // protocol state: the chain, the append queue, the chunk puts in flight,
 // the ack probes. Append, Trim and Close talk to it over channels; Fetch
-// reads the published view (mu).
+// reads the published view (mu). The goroutine runs only while the session
+// has work: it parks (exits) once nothing is queued, in flight or waiting
+// for it, and the next Append, Trim or Close (or the store's Close) starts
+// it again, so an idle stream costs no goroutine.
 type writer struct {
 	s    *Store
 	l    layout
@@ -36,6 +39,8 @@ type writer struct {
 	intake      []*appendReq
 	intakeBytes int
 	iclosed     bool
+	running     bool          // the session goroutine runs (or is about to); false while parked
+	waiters     int           // Trims handing a request to the session goroutine
 	space       chan struct{} // closed when the intake is taken (backpressure)
 	seg         *segment      // the segment Appends encode into, nil after a cut took it
 	segHint     int           // capacity of the next segment's batch area
@@ -174,8 +179,41 @@ func newWriter(s *Store, l layout, self sessionKey, c chain) *writer {
 		w.sinceManifest = n
 	}
 	w.publish()
-	go w.run()
+	if n := s.opts.CheckpointChunks; n > 0 && w.sinceManifest >= n {
+		// The checkpoint a long walk calls for is written at once, not
+		// at the first append.
+		w.running = true
+		go w.run()
+	}
 	return w
+}
+
+// wakeLocked starts the session goroutine if it is parked (w.imu held).
+func (w *writer) wakeLocked() {
+	if !w.running {
+		w.running = true
+		go w.run()
+	}
+}
+
+// park ends the session goroutine if the session is idle: nothing queued,
+// cut, in flight, admitted or handed over, not closing, the store open
+// (the goroutine only; it returns true when the goroutine is to exit).
+func (w *writer) park(ctxDone <-chan struct{}) bool {
+	if w.isClosing || ctxDone == nil || len(w.queue) > 0 || len(w.pending) > 0 || w.outstanding > 0 {
+		return false
+	}
+	w.imu.Lock()
+	defer w.imu.Unlock()
+	if len(w.intake) > 0 || w.waiters > 0 || w.iclosed || w.s.ctx.Err() != nil {
+		return false
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	w.running = false
+	return true
 }
 
 // ---- the stream.Stream API ----
@@ -224,6 +262,7 @@ func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 			e := w.reserve(r, b, enc)
 			w.intake = append(w.intake, r)
 			w.intakeBytes += r.size
+			w.wakeLocked()
 			w.imu.Unlock()
 			// The engine's copy, outside the lock: the caller may reuse
 			// b's buffers once Append returns. The cut waits for it.
@@ -347,6 +386,19 @@ func (w *writer) Trim(ctx context.Context, newStart int64) error {
 		return w.closedErr()
 	default:
 	}
+	w.imu.Lock()
+	w.waiters++
+	w.wakeLocked()
+	w.imu.Unlock()
+	defer func() {
+		w.imu.Lock()
+		w.waiters--
+		w.imu.Unlock()
+		select { // the goroutine may park now
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}()
 	select {
 	case w.trims <- r:
 	case <-ctx.Done():
@@ -419,6 +471,7 @@ func (w *writer) Close() error {
 		first = true
 		w.imu.Lock()
 		w.iclosed = true
+		w.wakeLocked()
 		w.imu.Unlock()
 		close(w.closing)
 	})
@@ -431,9 +484,19 @@ func (w *writer) Close() error {
 
 // ---- the session goroutine ----
 
+// run is the session goroutine: it serves the session until it parks
+// (idle) or ends (closed, or the store closed).
 func (w *writer) run() {
-	defer close(w.done)
-	defer w.s.sessionDone(w)
+	if w.serve() {
+		return
+	}
+	w.s.sessionDone(w)
+	close(w.done)
+}
+
+// serve runs the session's loop; it returns true when the goroutine
+// parks, false when the session ended.
+func (w *writer) serve() (parked bool) {
 	ctx := w.s.ctx
 	closing, ctxDone := w.closing, ctx.Done()
 	for {
@@ -446,11 +509,14 @@ func (w *writer) run() {
 				w.checkpoint(ctx)
 			}
 			w.closeIntake(w.closedErr())
-			return
+			return false
 		}
 		w.pump(ctx)
 		if w.queuedBytes < w.maxQueuedBytes() && w.intakeWaiting() {
 			continue // the cuts made room: take more before waiting
+		}
+		if w.park(ctxDone) {
+			return true
 		}
 		var timerC <-chan time.Time
 		if w.timer != nil {

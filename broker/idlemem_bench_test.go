@@ -1,0 +1,111 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/wal"
+)
+
+// BenchmarkIdlePartitions measures what an open, idle partition costs a
+// broker on the nfs driver (a local directory, fsync off), with stream sets
+// on (stream/wal, as strata serve runs by default) and off: each iteration
+// creates a topic of $STRATA_BENCH_PARTITIONS partitions (default 2,000) on
+// the same broker, and the figures are the growth of the live heap (after
+// a GC), of goroutine stacks and of the goroutine count divided by the
+// partitions, as heap-B/partition, stack-B/partition and
+// goroutines/partition (medians over the iterations).
+// With $STRATA_BENCH_HEAPPROFILE set, the heap profile after the last
+// iteration is written there (sets-on.pprof, sets-off.pprof).
+//
+//	go test ./broker -run '^$' -bench BenchmarkIdlePartitions -benchtime 3x
+func BenchmarkIdlePartitions(b *testing.B) {
+	n := 2000
+	if v := os.Getenv("STRATA_BENCH_PARTITIONS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("STRATA_BENCH_PARTITIONS=%q: want a positive count", v)
+		}
+	}
+	if os.Getenv("STRATA_BENCH_HEAPPROFILE") != "" {
+		runtime.MemProfileRate = 1
+	}
+	for _, sets := range []bool{true, false} {
+		name := map[bool]string{true: "sets=on", false: "sets=off"}[sets]
+		b.Run(name, func(b *testing.B) {
+			var st stream.Store = nfsStore(b, "")
+			if sets {
+				ws, err := wal.NewStore(st, wal.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = ws.Close() })
+				st = ws
+			}
+			br, _ := startBroker(b, st, func(c *Config) {
+				c.MaxPartitions = 1 << 30
+				c.MaxPartitionsPerTopic = int32(n)
+			})
+			var heap, stack, gor []float64
+			for i := 0; b.Loop(); i++ {
+				h0, s0, g0 := liveHeap()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				_, code, msg := br.catalog.create(ctx, fmt.Sprintf("idle-%d", i), int32(n), nil, false)
+				cancel()
+				if code != 0 {
+					b.Fatalf("creating %d partitions: code %d: %s", n, code, msg)
+				}
+				h1, s1, g1 := liveHeap()
+				heap = append(heap, float64(h1-h0)/float64(n))
+				stack = append(stack, float64(s1-s0)/float64(n))
+				gor = append(gor, float64(g1-g0)/float64(n))
+			}
+			b.ReportMetric(median(heap), "heap-B/partition")
+			b.ReportMetric(median(stack), "stack-B/partition")
+			b.ReportMetric(median(gor), "goroutines/partition")
+			if dir := os.Getenv("STRATA_BENCH_HEAPPROFILE"); dir != "" {
+				f, err := os.Create(dir + "/" + map[bool]string{true: "sets-on", false: "sets-off"}[sets] + ".pprof")
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+					b.Fatal(err)
+				}
+				_ = f.Close()
+				if f, err = os.Create(dir + "/" + map[bool]string{true: "sets-on", false: "sets-off"}[sets] + ".goroutines"); err == nil {
+					_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+					_ = f.Close()
+				}
+			}
+		})
+	}
+}
+
+// liveHeap returns the live heap bytes after a settle and a GC, the bytes
+// of goroutine stacks and the goroutine count.
+func liveHeap() (heap, stack int64, goroutines int) {
+	time.Sleep(200 * time.Millisecond)
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc), int64(ms.StackInuse), runtime.NumGoroutine()
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
