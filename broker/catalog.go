@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"sync"
@@ -37,6 +38,8 @@ type topic struct {
 	driver  string
 	store   stream.Store
 	parts   []*partition // grows by CreatePartitions; guarded by catalog.mu
+	logOnce sync.Once
+	log     *slog.Logger // the broker's logger with the topic, shared by its partitions
 }
 
 // partition is one partition this broker owns.
@@ -243,7 +246,8 @@ func openPartitions(ctx context.Context, parts []*partition) error {
 
 // options are the sharedlog options of a topic's partitions.
 func (t *topic) options(b *Broker) sharedlog.Options {
-	o := sharedlog.Options{Epoch: b.epoch, Logger: b.log.With("topic", t.name)}
+	t.logOnce.Do(func() { t.log = b.log.With("topic", t.name) })
+	o := sharedlog.Options{Epoch: b.epoch, Logger: t.log}
 	if v, ok := t.configs["retention.ms"]; ok {
 		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
 			o.RetentionTime = time.Duration(ms) * time.Millisecond

@@ -20,11 +20,13 @@ import (
 // on (stream/wal, as strata serve runs by default) and off: each iteration
 // creates a topic of $STRATA_BENCH_PARTITIONS partitions (default 2,000) on
 // the same broker, and the figures are the growth of the live heap (after
-// a GC), of goroutine stacks and of the goroutine count divided by the
-// partitions, as heap-B/partition, stack-B/partition and
+// a GC), of the heap spans in use (what the live heap pins of the process's
+// memory), of goroutine stacks and of the goroutine count divided by the
+// partitions, as heap-B/partition, spans-B/partition, stack-B/partition and
 // goroutines/partition (medians over the iterations).
 // With $STRATA_BENCH_HEAPPROFILE set, the heap profile after the last
-// iteration is written there (sets-on.pprof, sets-off.pprof).
+// iteration is written there (sets-on.pprof, sets-off.pprof), and a
+// goroutine profile beside it (.goroutines).
 //
 //	go test ./broker -run '^$' -bench BenchmarkIdlePartitions -benchtime 3x
 func BenchmarkIdlePartitions(b *testing.B) {
@@ -54,21 +56,23 @@ func BenchmarkIdlePartitions(b *testing.B) {
 				c.MaxPartitions = 1 << 30
 				c.MaxPartitionsPerTopic = int32(n)
 			})
-			var heap, stack, gor []float64
+			var heap, spans, stack, gor []float64
 			for i := 0; b.Loop(); i++ {
-				h0, s0, g0 := liveHeap()
+				m0 := liveHeap()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				_, code, msg := br.catalog.create(ctx, fmt.Sprintf("idle-%d", i), int32(n), nil, false)
 				cancel()
 				if code != 0 {
 					b.Fatalf("creating %d partitions: code %d: %s", n, code, msg)
 				}
-				h1, s1, g1 := liveHeap()
-				heap = append(heap, float64(h1-h0)/float64(n))
-				stack = append(stack, float64(s1-s0)/float64(n))
-				gor = append(gor, float64(g1-g0)/float64(n))
+				m1 := liveHeap()
+				heap = append(heap, float64(m1.heap-m0.heap)/float64(n))
+				spans = append(spans, float64(m1.spans-m0.spans)/float64(n))
+				stack = append(stack, float64(m1.stack-m0.stack)/float64(n))
+				gor = append(gor, float64(m1.goroutines-m0.goroutines)/float64(n))
 			}
 			b.ReportMetric(median(heap), "heap-B/partition")
+			b.ReportMetric(median(spans), "spans-B/partition")
 			b.ReportMetric(median(stack), "stack-B/partition")
 			b.ReportMetric(median(gor), "goroutines/partition")
 			if dir := os.Getenv("STRATA_BENCH_HEAPPROFILE"); dir != "" {
@@ -90,15 +94,22 @@ func BenchmarkIdlePartitions(b *testing.B) {
 	}
 }
 
-// liveHeap returns the live heap bytes after a settle and a GC, the bytes
-// of goroutine stacks and the goroutine count.
-func liveHeap() (heap, stack int64, goroutines int) {
+// memFigures are a process's memory figures after a GC: live heap bytes,
+// bytes of heap spans in use (live objects and the free room in their
+// spans), bytes of goroutine stacks, and the goroutine count.
+type memFigures struct {
+	heap, spans, stack int64
+	goroutines         int
+}
+
+// liveHeap returns the memory figures after a settle and a GC.
+func liveHeap() memFigures {
 	time.Sleep(200 * time.Millisecond)
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc), int64(ms.StackInuse), runtime.NumGoroutine()
+	return memFigures{int64(ms.HeapAlloc), int64(ms.HeapInuse), int64(ms.StackInuse), runtime.NumGoroutine()}
 }
 
 func median(v []float64) float64 {

@@ -25,7 +25,7 @@ type writer struct {
 
 	kick     chan struct{} // an append entered the intake
 	trims    chan *trimReq
-	results  chan any // putResult | probeResult
+	results  chan any // putResult | probeResult; made at the first put (run only)
 	closing  chan struct{}
 	done     chan struct{}
 	closeOne sync.Once
@@ -161,7 +161,6 @@ func newWriter(s *Store, l layout, self sessionKey, c chain) *writer {
 		s: s, l: l, self: self,
 		kick:     make(chan struct{}, 1),
 		trims:    make(chan *trimReq),
-		results:  make(chan any, s.opts.MaxInflightChunks+1),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
 		ch:       c,
@@ -212,6 +211,10 @@ func (w *writer) park(ctxDone <-chan struct{}) bool {
 		w.timer.Stop()
 		w.timer = nil
 	}
+	// The backing arrays of the emptied pipeline still point at the last
+	// chunk's appends, futures and bytes.
+	w.pending, w.queue = nil, nil
+	w.results = nil // no put or probe is outstanding
 	w.running = false
 	return true
 }
@@ -703,7 +706,7 @@ func (w *writer) chunkBuffer(p *pend) ([]byte, []batchSpan, int) {
 func (w *writer) startPut(p *pend) {
 	w.outstanding++
 	key, data, id, gen := w.l.chunk(p.slot), p.data, p.id, p.gen
-	ctx, nextV := w.s.ctx, w.ch.KnownV+1
+	ctx, nextV, results := w.s.ctx, w.ch.KnownV+1, w.resultsChan()
 	go func() {
 		r := putResult{p: p, gen: gen}
 		err := w.s.putIfAbsent(ctx, key, data)
@@ -734,8 +737,17 @@ func (w *writer) startPut(p *pend) {
 		default:
 			r.state, r.err = stUnknown, err
 		}
-		w.results <- r
+		results <- r
 	}()
+}
+
+// resultsChan returns the channel put and probe goroutines report on,
+// making it at the first (an idle session never needs it).
+func (w *writer) resultsChan() chan any {
+	if w.results == nil {
+		w.results = make(chan any, w.s.opts.MaxInflightChunks+1)
+	}
+	return w.results
 }
 
 // maybeProbe starts the ack probe (R3) when the head of the pipeline is
@@ -751,14 +763,14 @@ func (w *writer) maybeProbe() {
 	w.ev++
 	w.probing = true
 	w.outstanding++
-	v, at, ctx := w.ch.KnownV+1, w.ev, w.s.ctx
+	v, at, ctx, results := w.ch.KnownV+1, w.ev, w.s.ctx, w.resultsChan()
 	go func() {
 		m, ok, err := w.s.getManifest(ctx, w.l, v)
 		r := probeResult{v: v, issuedAt: at, err: err}
 		if ok {
 			r.m = m
 		}
-		w.results <- r
+		results <- r
 	}()
 }
 
