@@ -59,20 +59,21 @@ const (
 	bgCheckpoint
 )
 
-// bgWork runs a log's retention and checkpoints: two timers (no goroutine
+// bgWork runs a log's retention and checkpoints: a timer (no goroutine
 // while nothing is due), and a goroutine that runs the due tasks one at a
 // time and exits when none is left.
 type bgWork struct {
-	mu        sync.Mutex
-	want      int // bgRetention | bgCheckpoint: due and not yet started
-	running   bool
-	stopped   bool // by Close, or by a fence
-	retention *time.Timer
-	ckpt      *time.Timer
-	wg        sync.WaitGroup
+	mu       sync.Mutex
+	want     int // bgRetention | bgCheckpoint: due and not yet started
+	running  bool
+	stopped  bool        // by Close, or by a fence
+	timer    *time.Timer // fires at the earlier of the two below
+	nextRet  time.Time
+	nextCkpt time.Time
+	wg       sync.WaitGroup
 }
 
-// startBackground arms the retention and checkpoint timers: retention is
+// startBackground arms the background timer: retention is
 // applied every RetentionCheckInterval and a checkpoint written every
 // CheckpointInterval, until Close, or until a newer owner fenced the log:
 // then that is logged once and the work stops (a fenced log can write
@@ -81,19 +82,38 @@ func (l *Log) startBackground() {
 	b := &l.bg
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.retention = time.AfterFunc(l.opts.RetentionCheckInterval, func() { l.due(bgRetention, &b.retention, l.opts.RetentionCheckInterval) })
-	b.ckpt = time.AfterFunc(l.opts.CheckpointInterval, func() { l.due(bgCheckpoint, &b.ckpt, l.opts.CheckpointInterval) })
+	now := time.Now()
+	b.nextRet, b.nextCkpt = now.Add(l.opts.RetentionCheckInterval), now.Add(l.opts.CheckpointInterval)
+	b.timer = time.AfterFunc(min(l.opts.RetentionCheckInterval, l.opts.CheckpointInterval), l.due)
 }
 
-// due is a timer's function: it re-arms the timer *t and requests its task.
-func (l *Log) due(task int, t **time.Timer, every time.Duration) {
+// due is the timer's function: it requests the tasks that are due and
+// re-arms the timer for the next.
+func (l *Log) due() {
 	b := &l.bg
 	b.mu.Lock()
-	if !b.stopped {
-		(*t).Reset(every)
+	if b.stopped {
+		b.mu.Unlock()
+		return
 	}
+	now, task := time.Now(), 0
+	if !now.Before(b.nextRet) {
+		task |= bgRetention
+		b.nextRet = now.Add(l.opts.RetentionCheckInterval)
+	}
+	if !now.Before(b.nextCkpt) {
+		task |= bgCheckpoint
+		b.nextCkpt = now.Add(l.opts.CheckpointInterval)
+	}
+	next := b.nextRet
+	if b.nextCkpt.Before(next) {
+		next = b.nextCkpt
+	}
+	b.timer.Reset(next.Sub(now))
 	b.mu.Unlock()
-	l.request(task)
+	if task != 0 {
+		l.request(task)
+	}
 }
 
 // request asks for task to run soon (at most one run of each task is
@@ -152,8 +172,7 @@ func (l *Log) runBackground() {
 func (b *bgWork) stopLocked() {
 	b.stopped = true
 	b.want = 0
-	b.retention.Stop()
-	b.ckpt.Stop()
+	b.timer.Stop()
 }
 
 // stopBackground stops the timers and waits for a task that runs.

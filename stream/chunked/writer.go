@@ -24,8 +24,8 @@ type writer struct {
 	self sessionKey
 
 	kick     chan struct{} // an append entered the intake
-	trims    chan *trimReq
-	results  chan any // putResult | probeResult; made at the first put (run only)
+	trims    chan *trimReq // made by the first Trim (w.imu)
+	results  chan any      // putResult | probeResult; made at the first put (run only)
 	closing  chan struct{}
 	done     chan struct{}
 	closeOne sync.Once
@@ -160,7 +160,6 @@ func newWriter(s *Store, l layout, self sessionKey, c chain) *writer {
 	w := &writer{
 		s: s, l: l, self: self,
 		kick:     make(chan struct{}, 1),
-		trims:    make(chan *trimReq),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
 		ch:       c,
@@ -390,9 +389,17 @@ func (w *writer) Trim(ctx context.Context, newStart int64) error {
 	default:
 	}
 	w.imu.Lock()
+	if w.trims == nil {
+		w.trims = make(chan *trimReq)
+	}
+	trims := w.trims
 	w.waiters++
 	w.wakeLocked()
 	w.imu.Unlock()
+	select { // a running session goroutine takes up the new channel
+	case w.kick <- struct{}{}:
+	default:
+	}
 	defer func() {
 		w.imu.Lock()
 		w.waiters--
@@ -403,7 +410,7 @@ func (w *writer) Trim(ctx context.Context, newStart int64) error {
 		}
 	}()
 	select {
-	case w.trims <- r:
+	case trims <- r:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-w.closing:
@@ -525,6 +532,9 @@ func (w *writer) serve() (parked bool) {
 		if w.timer != nil {
 			timerC = w.timer.C
 		}
+		w.imu.Lock()
+		trims := w.trims
+		w.imu.Unlock()
 		// Results first, so that a replay of the same schedule takes the
 		// same path (the simulation test depends on it).
 		select {
@@ -537,7 +547,7 @@ func (w *writer) serve() (parked bool) {
 		case r := <-w.results:
 			w.onResult(r)
 		case <-w.kick:
-		case t := <-w.trims:
+		case t := <-trims:
 			t.errc <- w.trim(t.ctx, t.newStart)
 		case <-timerC:
 			w.timer = nil
