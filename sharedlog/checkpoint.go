@@ -255,7 +255,7 @@ func scanMeta(name string, batches []stream.Batch) (metaScan, error) {
 
 // Checkpoint writes the partition state (producers, epochs, index) to the
 // metadata stream once every append made before the call is durable, so a
-// later owner replays only what follows. The background goroutine calls it
+// later owner replays only what follows. The background work calls it
 // every CheckpointBytes or CheckpointInterval, and Close calls it.
 func (l *Log) Checkpoint(ctx context.Context) error {
 	l.ckptMu.Lock()

@@ -14,7 +14,7 @@
 //     answered with their offsets, out-of-order sequences and stale epochs
 //     rejected), transactions' last stable offset and aborted transactions;
 //   - high watermark, log start offset, DeleteRecords, retention by time and
-//     size in a background goroutine;
+//     size on a background timer;
 //   - a sparse time index for offset-by-timestamp lookups and a
 //     leader-epoch history for OffsetForLeaderEpoch;
 //   - checkpoints of that state, so that a new owner opening with a higher

@@ -43,7 +43,7 @@ type Options struct {
 	// kept may exceed it by up to one IndexIntervalBytes). Zero or
 	// negative: no size retention.
 	RetentionBytes int64
-	// RetentionCheckInterval is how often the background goroutine applies
+	// RetentionCheckInterval is how often the background work applies
 	// retention. Default 5 minutes.
 	RetentionCheckInterval time.Duration
 

@@ -195,7 +195,7 @@ func (l *Log) backgroundCheckpoint() error {
 }
 
 // ApplyRetention deletes the oldest batches beyond RetentionTime and
-// RetentionBytes now (the background goroutine calls it every
+// RetentionBytes now (the background work calls it every
 // RetentionCheckInterval). It trims whole batches only and never past the
 // high watermark.
 func (l *Log) ApplyRetention(ctx context.Context) error {
