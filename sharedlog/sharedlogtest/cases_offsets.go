@@ -198,7 +198,7 @@ func retentionCases() []Case {
 					e.t.Fatalf("log start %d after keeping >= 3.5 batches of 10, want 6", l.LogStartOffset())
 				}
 			}},
-		{Family: FamilyRetention, Name: "background", Doc: "the background goroutine applies retention on its own, and Close stops it",
+		{Family: FamilyRetention, Name: "background", Doc: "the background work applies retention on its own, and Close stops it",
 			run: func(e *env) {
 				s := e.store()
 				o := e.opts(1)
