@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -77,15 +78,30 @@ func startBrokerClusterWith(t *testing.T, n int, etcdOf func(int) string) *broke
 		c.procs = append(c.procs, nil)
 	}
 	for i := range n {
-		c.start(i)
+		for attempt := 1; ; attempt++ {
+			p, err := tryStartServeCmd(t, c.command(i))
+			if err == nil {
+				c.procs[i] = p
+				break
+			}
+			if !errors.Is(err, errPortTaken) || attempt == 3 {
+				t.Fatal(err)
+			}
+			c.addrs[i], c.https[i] = freePort(t), freePort(t) // first start: any port will do
+		}
 	}
 	return c
+}
+
+// command is broker i's strata serve command line.
+func (c *brokerCluster) command(i int) *exec.Cmd {
+	return exec.Command(c.bin, "serve", "--etcd", c.envEtcd[i], "--cluster", c.name, "--data", c.data, "--listen", c.addrs[i], "--http", c.https[i])
 }
 
 // start starts broker i (again) on its address.
 func (c *brokerCluster) start(i int) {
 	c.t.Helper()
-	c.procs[i] = startServe(c.t, c.bin, "--etcd", c.envEtcd[i], "--cluster", c.name, "--data", c.data, "--listen", c.addrs[i], "--http", c.https[i])
+	c.procs[i] = startServeCmd(c.t, c.command(i))
 }
 
 // kill sends sig to broker i and waits for it to exit.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -43,7 +44,7 @@ func freePort(t *testing.T) string {
 // only once).
 type serveProc struct {
 	cmd     *exec.Cmd
-	stderr  *bytes.Buffer
+	stderr  *syncBuffer
 	done    chan struct{}
 	waitErr error
 }
@@ -63,16 +64,30 @@ func startServe(t *testing.T, bin string, args ...string) *serveProc {
 // it listens.
 func startServeCmd(t *testing.T, cmd *exec.Cmd) *serveProc {
 	t.Helper()
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	stdout, err := cmd.StdoutPipe()
+	p, err := tryStartServeCmd(t, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	return p
+}
+
+// errPortTaken: strata serve could not bind a port a test picked (another
+// process took it between freePort and the bind).
+var errPortTaken = errors.New("a port was taken")
+
+// tryStartServeCmd is startServeCmd returning its failure.
+func tryStartServeCmd(t *testing.T, cmd *exec.Cmd) (*serveProc, error) {
+	t.Helper()
+	errb := &syncBuffer{}
+	cmd.Stderr = errb
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
 	}
-	p := &serveProc{cmd: cmd, stderr: &errb, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &serveProc{cmd: cmd, stderr: errb, done: make(chan struct{})}
 	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = p.wait() })
 	line := make(chan string, 1)
@@ -85,12 +100,17 @@ func startServeCmd(t *testing.T, cmd *exec.Cmd) *serveProc {
 	select {
 	case l := <-line:
 		if !strings.Contains(l, "Kafka listener") {
-			t.Fatalf("strata serve did not start: %q\n%s", l, errb.String())
+			_ = cmd.Process.Kill() // (it has most likely exited)
+			_ = p.wait()           // its output is all in errb now
+			if strings.Contains(errb.String(), "address already in use") {
+				return nil, fmt.Errorf("%w: strata serve did not start: %q\n%s", errPortTaken, l, errb.String())
+			}
+			return nil, fmt.Errorf("strata serve did not start: %q\n%s", l, errb.String())
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("strata serve did not start in 60s\n%s", errb.String())
+		return nil, fmt.Errorf("strata serve did not start in 60s\n%s", errb.String())
 	}
-	return p
+	return p, nil
 }
 
 // TestServeFailoverKill9 kills a broker process with SIGKILL under a running
