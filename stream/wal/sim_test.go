@@ -131,7 +131,10 @@ func TestWALSimulation(t *testing.T) {
 // tails (and their claims' pins) in the WAL.
 func TestWALSimulationPartialPasses(t *testing.T) {
 	runs := 300
-	if !testing.Short() {
+	switch {
+	case !testing.Short() && simRace:
+		runs = 200 // the full tier runs under -race, about ten times slower
+	case !testing.Short():
 		runs = 1000
 	}
 	runs = simEnvInt("STRATA_WALSIM_PARTIAL_RUNS", runs)
