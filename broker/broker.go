@@ -395,27 +395,20 @@ func (b *Broker) startErr(ctx context.Context, err error) error {
 }
 
 // latestEpoch reads the newest broker epoch allocated on the cluster (0
-// when the store cannot open streams read-only).
+// when the store cannot open streams read-only), on a session of its own.
 func (b *Broker) latestEpoch(ctx context.Context) (int32, error) {
-	if !b.cfg.Store.Info().ReadOnlyOpen {
-		return 0, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	s, err := b.cfg.Store.Open(ctx, b.streamName("__brokers"), stream.OpenOptions{Mode: stream.ModeReadOnly})
-	if err != nil {
-		return 0, err
-	}
-	defer s.Close()
-	// A read-only session's NextOffset is as of its last fetch.
-	if _, err := s.Fetch(ctx, s.StartOffset(), stream.NoEnd, 1); err != nil {
-		return 0, err
-	}
-	return int32(min(s.NextOffset(), 1<<31-1)), nil
+	var s stream.Stream
+	defer func() {
+		if s != nil {
+			_ = s.Close()
+		}
+	}()
+	return b.refreshEpoch(ctx, &s)
 }
 
-// refreshEpoch is latestEpoch on the read-only session *s, opened on first
-// use and again after an error.
+// refreshEpoch reads the newest broker epoch on the read-only session *s,
+// opened on first use and again after an error (0 when the store cannot
+// open streams read-only).
 func (b *Broker) refreshEpoch(ctx context.Context, s *stream.Stream) (int32, error) {
 	if *s == nil {
 		if !b.cfg.Store.Info().ReadOnlyOpen {
