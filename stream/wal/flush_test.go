@@ -89,3 +89,53 @@ func TestFlushWhenIdle(t *testing.T) {
 		t.Fatalf("%d WAL appends for one append and three queued behind it; want 2", n)
 	}
 }
+
+// TestFlushWhenIdleGroupsBackToBackAppends: appends one caller makes back
+// to back to an idle WAL (the partitions of one Produce request) share a
+// WAL batch: the idle cut waits for the flusher goroutine to run instead of
+// taking the first append alone. Scheduling may split a round now and then;
+// cutting inline splits every round (the first append alone, the rest
+// behind it).
+func TestFlushWhenIdleGroupsBackToBackAppends(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g := &gatedBase{Store: memory.New(memory.Config{}), gate: make(chan struct{})}
+	close(g.gate)
+	s, err := NewStore(g, Options{Linger: time.Hour, FlushWhenIdle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var sts []stream.Stream
+	for _, name := range []string{"a", "b", "c", "d"} {
+		st, err := s.Open(ctx, name, stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts = append(sts, st)
+	}
+	// The first appends claim the streams (V.meta records); start after.
+	for _, st := range sts {
+		if _, err := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("claim")}).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rounds = 200
+	before := g.appends.Load()
+	for range rounds {
+		var fs []*stream.AppendFuture
+		for _, st := range sts {
+			fs = append(fs, st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("x")}))
+		}
+		for _, f := range fs {
+			if _, err := f.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n := g.appends.Load() - before
+	t.Logf("%d WAL batches for %d rounds of %d back-to-back appends", n, rounds, len(sts))
+	if n > rounds*3/2 {
+		t.Fatalf("%d WAL batches for %d rounds of %d back-to-back appends to an idle WAL; want about one per round", n, rounds, len(sts))
+	}
+}

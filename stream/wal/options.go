@@ -16,7 +16,9 @@ type Options struct {
 	// FlushWhenIdle cuts a WAL batch at once when no WAL append is in
 	// flight (group commit): an append waits for one base append when the
 	// WAL is idle, and appends queued while one is in flight share the
-	// next, cut when it completes or after Linger. Latency of one base
+	// next, cut when it completes or after Linger. The idle cut is made by
+	// a flusher goroutine, so appends a caller makes back to back (the
+	// partitions of one Produce request) go out together. Latency of one base
 	// append at light load, at the cost of more base appends (up to one per
 	// base append time); off, every batch waits out Linger.
 	FlushWhenIdle bool

@@ -61,6 +61,12 @@ type writer struct {
 	flushes    chan *flush
 	ackerDone  chan struct{}
 	closedOnce sync.Once
+	// kick wakes the idle flusher (FlushWhenIdle): an append to an idle
+	// WAL is cut when that goroutine runs, not inline, so that the other
+	// appends its caller makes at once (the partitions of one Produce
+	// request) go in the same WAL batch.
+	kick   chan struct{}
+	kicked bool // a kick is pending: appends to the idle WAL wait for it
 }
 
 func newWriter(s *Store, name string, sid id, base stream.Stream) *writer {
@@ -72,7 +78,21 @@ func newWriter(s *Store, name string, sid id, base stream.Stream) *writer {
 		ackerDone: make(chan struct{}),
 	}
 	go w.acker()
+	if s.opts.FlushWhenIdle {
+		w.kick = make(chan struct{}, 1)
+		go w.idleFlusher()
+	}
 	return w
+}
+
+// idleFlusher cuts the batches that appends to an idle WAL kicked it for.
+func (w *writer) idleFlusher() {
+	for range w.kick {
+		w.mu.Lock()
+		w.kicked = false
+		w.maybeFlushLocked()
+		w.mu.Unlock()
+	}
 }
 
 // dead returns the error that ended the WAL, or nil.
@@ -105,6 +125,15 @@ func (w *writer) enqueue(q *queued) error {
 	}
 	w.queue = append(w.queue, q)
 	w.queueBytes += q.e.size()
+	if w.kick != nil && w.inflight == 0 && w.queueBytes < w.s.opts.MaxFlushBytes {
+		// Group commit without a wait: the flusher cuts once it runs,
+		// taking whatever the caller appended meanwhile.
+		if !w.kicked {
+			w.kicked = true
+			w.kick <- struct{}{} // never blocks: one kick at a time
+		}
+		return nil
+	}
 	w.maybeFlushLocked()
 	return nil
 }
@@ -290,6 +319,9 @@ func (w *writer) close() {
 		rest := w.queue
 		w.queue = nil
 		close(w.flushes)
+		if w.kick != nil {
+			close(w.kick)
+		}
 		w.mu.Unlock()
 		w.failItems(rest, stream.ErrClosed)
 		<-w.ackerDone
