@@ -158,7 +158,7 @@ func TestForeignDataBatch(t *testing.T) {
 	mustAppend(t, st, "one")
 	st.Close() // compacts: "one" is in a.d
 	// A batch of another incarnation (as a copied-over object would be).
-	appendRaw(t, base, dataName("a"), 2, encodeData(id{7}, &entry{base: 1, count: 1, payload: []byte("foreign"), crc: stream.Checksum([]byte("foreign"))}))
+	appendRaw(t, base, dataName("a"), 2, encodeRun(id{7}, []*entry{{base: 1, count: 1, payload: []byte("foreign"), crc: stream.Checksum([]byte("foreign"))}}).Payload)
 	st, err = s.Open(ctx, "a", stream.OpenOptions{Epoch: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestForeignDataBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendRaw(t, base, dataName("a"), 4, encodeData(rec.inc, &entry{base: 5, count: 1, payload: []byte("moved"), crc: stream.Checksum([]byte("moved"))}))
+	appendRaw(t, base, dataName("a"), 4, encodeRun(rec.inc, []*entry{{base: 5, count: 1, payload: []byte("moved"), crc: stream.Checksum([]byte("moved"))}}).Payload)
 	st, err = s.Open(ctx, "a", stream.OpenOptions{Epoch: 5})
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,13 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	"github.com/stratastream/strata/stream"
 )
@@ -20,7 +22,11 @@ import (
 //	meta record (one base batch of V.meta, Count 1):
 //	  "SMR1" | kind u8 | incarnation (16) | claim (16) | wal name (u16 len) |
 //	  from i64 | compacted i64 | start i64 | name (u16 len)
-//	data batch (one base batch of V.data, Count = the virtual batch's Count):
+//	data run (one base batch of V.data holding consecutive virtual batches,
+//	Count = the sum of their Counts):
+//	  "SDB2" | incarnation (16) | base i64 | batch count u32 | batches
+//	  batch: count u32 | timestamp i64 | props | plen u32 | payload | crc32c(payload) u32
+//	data batch of earlier versions (one virtual batch, still read):
 //	  "SDB1" | incarnation (16) | base i64 | props | plen u32 | payload | crc32c(payload) u32
 //
 // The base store checksums each base batch end to end; the inner CRC of an
@@ -30,6 +36,7 @@ var (
 	walMagic  = [4]byte{'S', 'W', 'B', '1'}
 	metaMagic = [4]byte{'S', 'M', 'R', '1'}
 	dataMagic = [4]byte{'S', 'D', 'B', '1'}
+	runMagic  = [4]byte{'S', 'D', 'B', '2'}
 )
 
 // id is a 16-byte random identifier: a WAL session, an incarnation of a
@@ -53,6 +60,9 @@ type entry struct {
 	// the flush).
 	payload []byte
 	crc     uint32
+	// checked is set once payload was found to match crc. The bytes it
+	// aliases never change, so it is checked once, not at every read.
+	checked atomic.Bool
 }
 
 func (e *entry) end() int64 { return e.base + int64(e.count) }
@@ -266,51 +276,126 @@ func decodeRecord(p []byte) (record, error) {
 	return rec, nil
 }
 
-// encodeData wraps a virtual batch for V.data, bound to V's incarnation.
-func encodeData(inc id, e *entry) []byte {
-	b := make([]byte, 0, e.size()+24)
-	b = append(b, dataMagic[:]...)
-	b = append(b, inc[:]...)
-	b = binary.BigEndian.AppendUint64(b, uint64(e.base))
-	b = appendProps(b, e.props)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(e.payload)))
-	b = append(b, e.payload...)
-	b = binary.BigEndian.AppendUint32(b, e.crc)
-	return b
+// runHeader and runEntryOverhead are what a data run costs besides the
+// batches' properties and payloads.
+const (
+	runHeader        = 4 + 16 + 8 + 4
+	runEntryOverhead = 4 + 8 + 2 + 4 + 4
+)
+
+// runSize is what e costs in a data run.
+func runSize(e *entry) int {
+	n := runEntryOverhead + len(e.payload)
+	for k, v := range e.props {
+		n += 6 + len(k) + len(v)
+	}
+	return n
 }
 
-// decodeData unwraps a V.data batch; the result's payload aliases b's. A
-// batch stored at another offset than the virtual batch it holds (a base
+// encodeRun wraps consecutive virtual batches (each continuing the one
+// before) as one V.data batch, bound to V's incarnation. It returns the
+// batch with its payload checksum supplied: the entries' checksums,
+// combined, so the base store need not read the payloads again. Callers
+// check the entries first (entry.verified).
+func encodeRun(inc id, entries []*entry) stream.Batch {
+	size, count := runHeader, uint32(0)
+	for _, e := range entries {
+		size += runSize(e)
+		count += e.count
+	}
+	b := make([]byte, 0, size)
+	b = append(b, runMagic[:]...)
+	b = append(b, inc[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(entries[0].base))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(entries)))
+	crc := stream.Checksum(b)
+	for _, e := range entries {
+		mark := len(b)
+		b = binary.BigEndian.AppendUint32(b, e.count)
+		b = binary.BigEndian.AppendUint64(b, uint64(e.ts))
+		b = appendProps(b, e.props)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(e.payload)))
+		crc = stream.UpdateChecksum(crc, b[mark:])
+		b = append(b, e.payload...)
+		crc = stream.CombineChecksum(crc, e.crc, len(e.payload))
+		mark = len(b)
+		b = binary.BigEndian.AppendUint32(b, e.crc)
+		crc = stream.UpdateChecksum(crc, b[mark:])
+	}
+	return stream.Batch{Count: count, Timestamp: entries[len(entries)-1].ts, Payload: b, PayloadChecksum: crc, PayloadChecksumSet: true}
+}
+
+// decodeData appends to out the virtual batches of a V.data batch (a run,
+// or a single batch of an earlier version); their payloads alias b's. A
+// batch stored at another offset than the virtual batches it holds (a base
 // that landed a later append in an earlier one's place) is ErrCorrupt, as
 // W4 says, never served (b.BaseOffset < 0 skips that check).
-func decodeData(inc id, name string, b stream.Batch) (stream.Batch, error) {
+func decodeData(inc id, name string, b stream.Batch, out []stream.Batch) ([]stream.Batch, error) {
 	r := &reader{b: b.Payload}
-	r.magic(dataMagic)
+	magic := [4]byte(r.take(4))
+	if r.err == nil && magic != runMagic && magic != dataMagic {
+		r.err = fmt.Errorf("magic %q, want %q", magic[:], runMagic[:])
+	}
 	if got := r.id(); r.err == nil && got != inc {
-		return stream.Batch{}, fmt.Errorf("%w: stream %q: V.data batch at %d belongs to incarnation %s, not %s", stream.ErrCorrupt, name, b.BaseOffset, got, inc)
+		return out, fmt.Errorf("%w: stream %q: V.data batch at %d belongs to incarnation %s, not %s", stream.ErrCorrupt, name, b.BaseOffset, got, inc)
 	}
-	if base := r.i64(); r.err == nil && b.BaseOffset >= 0 && base != b.BaseOffset {
-		return stream.Batch{}, fmt.Errorf("%w: stream %q: V.data holds the batch of offset %d at %d", stream.ErrCorrupt, name, base, b.BaseOffset)
+	base := r.i64()
+	if r.err == nil && b.BaseOffset >= 0 && base != b.BaseOffset {
+		return out, fmt.Errorf("%w: stream %q: V.data holds the batch of offset %d at %d", stream.ErrCorrupt, name, base, b.BaseOffset)
 	}
-	props := r.props()
-	payload := r.take(int(r.u32()))
-	crc := r.u32()
+	n, sum := 1, uint32(0)
+	if magic == runMagic {
+		n = int(r.u32())
+		if r.err == nil && (n == 0 || n > len(r.b)/runEntryOverhead) {
+			r.err = fmt.Errorf("bad batch count %d", n)
+		}
+	}
+	first := len(out)
+	for i := 0; i < n && r.err == nil; i++ {
+		vb := stream.Batch{BaseOffset: base, Count: b.Count, Timestamp: b.Timestamp}
+		if magic == runMagic {
+			vb.Count, vb.Timestamp = r.u32(), r.i64()
+		}
+		vb.Properties = r.props()
+		vb.Payload = r.take(int(r.u32()))
+		if crc := r.u32(); r.err == nil && stream.Checksum(vb.Payload) != crc {
+			out = out[:first]
+			return out, fmt.Errorf("%w: stream %q: batch at %d: payload checksum mismatch", stream.ErrCorrupt, name, base)
+		}
+		if r.err == nil && magic == runMagic && vb.Count == 0 {
+			r.err = fmt.Errorf("batch at %d of count 0", base)
+		}
+		out = append(out, vb)
+		base += int64(vb.Count)
+		sum += vb.Count
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
 	}
+	if r.err == nil && b.BaseOffset >= 0 && sum != b.Count {
+		r.err = fmt.Errorf("its batches count %d offsets, the batch %d", sum, b.Count)
+	}
 	if r.err != nil {
-		return stream.Batch{}, fmt.Errorf("%w: stream %q: V.data batch at %d: %v", stream.ErrCorrupt, name, b.BaseOffset, r.err)
+		return out[:first], fmt.Errorf("%w: stream %q: V.data batch at %d: %v", stream.ErrCorrupt, name, b.BaseOffset, r.err)
 	}
-	if stream.Checksum(payload) != crc {
-		return stream.Batch{}, fmt.Errorf("%w: stream %q: batch at %d: payload checksum mismatch", stream.ErrCorrupt, name, b.BaseOffset)
-	}
-	return stream.Batch{BaseOffset: b.BaseOffset, Count: b.Count, Timestamp: b.Timestamp, Properties: props, Payload: payload}, nil
+	return out, nil
 }
 
-// verified returns e's batch after checking its payload checksum.
+// verified returns e's batch after checking its payload checksum (once:
+// the bytes never change).
 func (e *entry) verified(name string) (stream.Batch, error) {
-	if stream.Checksum(e.payload) != e.crc {
-		return stream.Batch{}, fmt.Errorf("%w: stream %q: batch at %d: payload checksum mismatch", stream.ErrCorrupt, name, e.base)
+	if !e.checked.Load() {
+		if stream.Checksum(e.payload) != e.crc {
+			return stream.Batch{}, fmt.Errorf("%w: stream %q: batch at %d: payload checksum mismatch", stream.ErrCorrupt, name, e.base)
+		}
+		e.checked.Store(true)
 	}
 	return e.batch(), nil
+}
+
+// detached returns a copy of e with a payload of its own.
+func (e *entry) detached() *entry {
+	c := &entry{claim: e.claim, base: e.base, count: e.count, ts: e.ts, props: e.props, payload: bytes.Clone(e.payload), crc: e.crc}
+	c.checked.Store(e.checked.Load())
+	return c
 }

@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -152,9 +151,7 @@ func (c *claim) detachTail() {
 		if t.own {
 			continue
 		}
-		e := *t.e
-		e.payload = bytes.Clone(e.payload)
-		t.e, t.own = &e, true
+		t.e, t.own = t.e.detached(), true
 	}
 }
 

@@ -275,18 +275,19 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry) error {
 	if err != nil || len(todo) == 0 {
 		return err
 	}
-	futs := make([]*stream.AppendFuture, len(todo))
-	for i, t := range todo {
-		if _, err := t.e.verified(h.name); err != nil {
-			return err
-		}
-		futs[i] = data.Append(ctx, stream.Batch{Count: t.e.count, Timestamp: t.e.ts, Payload: encodeData(h.inc, t.e)})
+	runs, err := h.runs(todo)
+	if err != nil {
+		return err
+	}
+	futs := make([]*stream.AppendFuture, len(runs))
+	for i, run := range runs {
+		futs[i] = data.Append(ctx, encodeRun(h.inc, run))
 	}
 	next := d
 	for i, f := range futs {
 		r, err := f.Wait(ctx)
-		if err == nil && r.BaseOffset != todo[i].e.base {
-			err = fmt.Errorf("%w: stream %q: its data stream put the batch of %d at %d", stream.ErrCorrupt, h.name, todo[i].e.base, r.BaseOffset)
+		if err == nil && r.BaseOffset != runs[i][0].base {
+			err = fmt.Errorf("%w: stream %q: its data stream put the batch of %d at %d", stream.ErrCorrupt, h.name, runs[i][0].base, r.BaseOffset)
 		}
 		if err != nil {
 			h.mu.Lock()
@@ -304,6 +305,35 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry) error {
 	h.dataNext = next
 	h.mu.Unlock()
 	return nil
+}
+
+// maxRunBytes bounds a V.data run: consecutive virtual batches copied as
+// one base batch, which share its framing and its append.
+const maxRunBytes = 1 << 20
+
+// runs checks the entries a copy takes and groups them into V.data runs of
+// at most maxRunBytes (and the base's MaxBatchBytes); a larger entry is a
+// run of its own.
+func (h *vstream) runs(todo []tailEntry) ([][]*entry, error) {
+	limit := maxRunBytes
+	if m := h.s.base.Info().MaxBatchBytes; m > 0 {
+		limit = min(limit, m)
+	}
+	var runs [][]*entry
+	size := 0
+	for _, t := range todo {
+		if _, err := t.e.verified(h.name); err != nil {
+			return nil, err
+		}
+		n := runSize(t.e)
+		if len(runs) == 0 || size+n > limit-runHeader {
+			runs = append(runs, nil)
+			size = 0
+		}
+		runs[len(runs)-1] = append(runs[len(runs)-1], t.e)
+		size += n
+	}
+	return runs, nil
 }
 
 // continuation returns the entries that continue a log ending at d, in

@@ -99,12 +99,16 @@ func simDescribe(name string, p []byte) string {
 			w = fmt.Sprintf("%s from %d", strings.TrimPrefix(r.wal, "_wal/"), r.from)
 		}
 		return fmt.Sprintf("{%s wal %s compacted %d start %d}", kinds[r.kind], w, r.compacted, r.start)
-	case bytes.HasPrefix(p, dataMagic[:]):
-		b, err := decodeData(id(p[4:20]), name, stream.Batch{BaseOffset: -1, Payload: p})
+	case bytes.HasPrefix(p, runMagic[:]):
+		bs, err := decodeData(id(p[4:20]), name, stream.Batch{BaseOffset: -1, Payload: p}, nil)
 		if err != nil {
 			return "data (" + err.Error() + ")"
 		}
-		return "<" + simAppendID(b.Payload) + ">"
+		var parts []string
+		for _, b := range bs {
+			parts = append(parts, simAppendID(b.Payload))
+		}
+		return "<" + strings.Join(parts, " ") + ">"
 	}
 	return fmt.Sprintf("%d bytes", len(p))
 }

@@ -589,14 +589,24 @@ func fetchFrom(ctx context.Context, s *Store, name string, inc id, data stream.S
 		if err != nil {
 			return nil, fmt.Errorf("stream %q: reading its data stream: %w", name, err)
 		}
+		stop := min(end, dataNext)
+		var vbs []stream.Batch
+	runs:
 		for _, b := range bs {
-			vb, err := decodeData(inc, name, b)
-			if err != nil {
+			if vbs, err = decodeData(inc, name, b, vbs[:0]); err != nil {
 				return nil, err
 			}
-			out = append(out, vb)
-			size += vb.Size()
-			start = vb.EndOffset()
+			for _, vb := range vbs {
+				switch {
+				case vb.EndOffset() <= start: // a run may begin below start
+				case vb.BaseOffset >= stop || (len(out) > 0 && size >= maxBytes):
+					break runs
+				default:
+					out = append(out, vb)
+					size += vb.Size()
+					start = vb.EndOffset()
+				}
+			}
 		}
 		if len(out) == 0 {
 			return nil, fmt.Errorf("%w: stream %q: its data stream has nothing at %d below %d", stream.ErrCorrupt, name, start, dataNext)
@@ -605,10 +615,8 @@ func fetchFrom(ctx context.Context, s *Store, name string, inc id, data stream.S
 			return out, nil
 		}
 	}
-	for _, t := range tail {
-		if t.e.end() <= start {
-			continue
-		}
+	first, _ := slices.BinarySearchFunc(tail, start, func(t tailEntry, off int64) int { return cmp.Compare(t.e.end(), off+1) })
+	for _, t := range tail[first:] {
 		if t.e.base >= end || (len(out) > 0 && size >= maxBytes) {
 			break
 		}
