@@ -18,7 +18,7 @@ import (
 type streamSetsConfig struct {
 	// Enabled turns stream sets on (default) or off for a driver.
 	Enabled *bool `yaml:"enabled"`
-	// Linger is the group-commit window across all partitions (default
+	// Linger is the least interval between WAL batches of all partitions (default
 	// 5ms on nfs, hdfs and memory; 50ms on s3, azure and plugin drivers,
 	// where a put may be billed).
 	Linger time.Duration `yaml:"linger"`

@@ -139,3 +139,42 @@ func TestFlushWhenIdleGroupsBackToBackAppends(t *testing.T) {
 		t.Fatalf("%d WAL batches for %d rounds of %d back-to-back appends to an idle WAL; want about one per round", n, rounds, len(sts))
 	}
 }
+
+// TestLingerRunsFromTheLastCut: Linger is the interval between WAL
+// batches. An append to a WAL that cut nothing for Linger goes out at once
+// (a lone producer's request does not wait out the window); one made just
+// after a cut waits until Linger after it.
+func TestLingerRunsFromTheLastCut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g := &gatedBase{Store: memory.New(memory.Config{}), gate: make(chan struct{})}
+	close(g.gate)
+	const linger = 300 * time.Millisecond
+	s, err := NewStore(g, Options{Linger: linger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("claim")}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(linger) // nothing cut for Linger
+	began := time.Now()
+	if _, err := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("alone")}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d >= linger {
+		t.Fatalf("an append to a WAL idle for Linger took %v: it waited out the window", d)
+	}
+	cut := time.Now() // about when "alone" was cut
+	if _, err := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("next")}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(cut); d < linger*2/3 {
+		t.Fatalf("an append made just after a cut went out after %v, before Linger (%v) since that cut", d, linger)
+	}
+}

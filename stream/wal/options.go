@@ -9,9 +9,12 @@ import (
 // Options configure a Store of virtual streams. The zero value of every
 // field means the default named beside it.
 type Options struct {
-	// Linger is how long an append waits for appends of other virtual
-	// streams to share its WAL batch (default DefaultLinger; negative: no
-	// wait, a batch is cut as soon as a flush slot is free).
+	// Linger is the interval between WAL batches: an append waits for
+	// appends of other virtual streams to share its batch until Linger
+	// after the last batch was cut, and goes out at once when that was
+	// Linger ago or more (default DefaultLinger; negative: no wait, a
+	// batch is cut as soon as a flush slot is free). At most one batch
+	// per Linger is cut, except when the queue reaches MaxFlushBytes.
 	Linger time.Duration
 	// FlushWhenIdle cuts a WAL batch at once when no WAL append is in
 	// flight (group commit): an append waits for one base append when the

@@ -49,7 +49,7 @@ type writer struct {
 	mu         sync.Mutex
 	queue      []*queued
 	queueBytes int
-	queuedAt   time.Time
+	cutAt      time.Time // when the last WAL batch was cut
 	timer      *time.Timer
 	inflight   int
 	ackedBytes int64 // payload bytes of the batches acknowledged so far
@@ -120,9 +120,6 @@ func (w *writer) enqueue(q *queued) error {
 	if w.closing {
 		return fmt.Errorf("%w: WAL %s closed", stream.ErrClosed, w.name)
 	}
-	if len(w.queue) == 0 {
-		w.queuedAt = time.Now()
-	}
 	w.queue = append(w.queue, q)
 	w.queueBytes += q.e.size()
 	if w.kick != nil && w.inflight == 0 && w.queueBytes < w.s.opts.MaxFlushBytes {
@@ -139,8 +136,12 @@ func (w *writer) enqueue(q *queued) error {
 }
 
 // maybeFlushLocked cuts WAL batches while a flush slot is free and the
-// queue is due: full, lingered long enough, or (FlushWhenIdle) nothing is
-// in flight. The acker calls it after every acknowledged batch.
+// queue is due: full, Linger after the last cut, or (FlushWhenIdle)
+// nothing is in flight. Linger runs from the last cut, not from the
+// oldest queued append: batches are at least Linger apart (at most one
+// per Linger, as for a billed backend), and an append to a WAL that cut
+// nothing for Linger goes out at once. The acker calls it after every
+// acknowledged batch.
 func (w *writer) maybeFlushLocked() {
 	for len(w.queue) > 0 && w.inflight < w.s.opts.MaxInflightFlushes && w.err == nil {
 		linger := w.s.opts.Linger
@@ -148,7 +149,7 @@ func (w *writer) maybeFlushLocked() {
 			linger = 0 // group commit: nothing to share the wait with
 		}
 		if w.queueBytes < w.s.opts.MaxFlushBytes && linger > 0 {
-			wait := linger - time.Since(w.queuedAt)
+			wait := linger - time.Since(w.cutAt)
 			if wait > 0 {
 				if w.timer == nil {
 					w.timer = time.AfterFunc(wait, w.timerFired)
@@ -179,9 +180,7 @@ func (w *writer) flushLocked() {
 	copy(items, w.queue)
 	w.queue = w.queue[n:]
 	w.queueBytes -= size
-	if len(w.queue) > 0 {
-		w.queuedAt = time.Now()
-	}
+	w.cutAt = time.Now()
 	entries := make([]*entry, n)
 	for i, q := range items {
 		entries[i] = q.e
