@@ -267,6 +267,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	if err != nil {
 		cancel()
+		b.wg.Wait() // the reopens of partitions that failed to open
 		return nil, b.startErr(ctx, err)
 	}
 	if cfg.Security.ACL.Enabled {
@@ -274,11 +275,15 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 			b.catalog.close()
 			b.offsets.close()
 			cancel()
+			b.wg.Wait()
 			return nil, b.startErr(ctx, err)
 		}
 	}
 	b.groups = newGroupCoordinator(b)
 	b.log.Info("broker took over the cluster", "topics", b.catalog.count(), "driver", cfg.Driver, "took", time.Since(start).Round(time.Millisecond))
+	if s := failedSummary(b.failedPartitions()); s != "" {
+		b.log.Warn("broker serving with partitions that failed to open", "failed", s)
+	}
 	b.wg.Add(1)
 	go b.watchFence()
 	return b, nil
