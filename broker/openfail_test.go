@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratastream/strata/internal/testbed"
 	"github.com/stratastream/strata/sharedlog/sharedlogtest"
 	"github.com/stratastream/strata/stream"
 )
@@ -31,12 +32,52 @@ func topicChunks(t *testing.T, b *Broker, dir, topic string) []string {
 		t.Fatalf("no topic %s", topic)
 	}
 	id := filepath.Base(filepath.Dir(tp.parts[0].name)) // CLUSTER/t/ID/0
-	chunks, err := filepath.Glob(filepath.Join(dir, "objects", "strata@", "t@", id+"@", "0@", "data.stream@", "*", "c@", "*"))
+	chunks, err := filepath.Glob(filepath.Join(dir, "objects", b.cfg.Cluster+"@", "t@", id+"@", "0@", "data.stream@", "*", "c@", "*"))
 	if err != nil || len(chunks) == 0 {
 		t.Fatalf("no data chunks of %s under %s: %v", topic, dir, err)
 	}
 	sort.Strings(chunks)
 	return chunks
+}
+
+// corruptTail flips a byte in the last data chunk of partition 0 of topic
+// on the nfs store in dir, and returns the chunk's path and a func that
+// puts its bytes back.
+func corruptTail(t *testing.T, b *Broker, dir, topic string) (string, func()) {
+	t.Helper()
+	chunks := topicChunks(t, b, dir, topic)
+	last := chunks[len(chunks)-1]
+	orig, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := append([]byte(nil), orig...)
+	bad[len(bad)/2] ^= 0xff
+	if err := os.WriteFile(last, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return last, func() {
+		if err := os.WriteFile(last, orig, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitCode sends a Produce of one record to partition 0 of topic until it
+// is answered with code, for at most a minute.
+func waitCode(t *testing.T, cl *kgo.Client, topic string, code int16, logs *logBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := produceCode(t, cl, topic)
+		if got == code {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("produce to %s: %s after a minute, want %s:\n%s", topic, errorFor(got), errorFor(code), logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // produceCode sends one Produce of a record to partition 0 of topic and
@@ -85,17 +126,7 @@ func TestCorruptPartitionDoesNotStopTakeover(t *testing.T) {
 		produceEach(t, cl1, topic, 3, 100)
 	}
 	cl1.Close()
-	chunks := topicChunks(t, b1, dir, "bad")
-	last := chunks[len(chunks)-1]
-	orig, err := os.ReadFile(last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := append([]byte(nil), orig...)
-	bad[len(bad)/2] ^= 0xff
-	if err := os.WriteFile(last, bad, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	last, mend := corruptTail(t, b1, dir, "bad")
 
 	var logs logBuffer
 	b, addr := startBroker(t, nfsStore(t, dir), func(c *Config) { // b1 is not closed: a crash
@@ -137,16 +168,8 @@ func TestCorruptPartitionDoesNotStopTakeover(t *testing.T) {
 		t.Fatalf("want the failed open logged once naming bad-0 and its chunk %s; %d times:\n%s", filepath.Base(last), n, out)
 	}
 
-	if err := os.WriteFile(last, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for produceCode(t, cl, "bad") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("bad was not reopened within a minute of its chunk being mended:\n%s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	mend()
+	waitCode(t, cl, "bad", 0, &logs)
 	if sp := fetchAt(t, cl, "bad", 0); sp.ErrorCode != 0 || len(batchOffsets(t, sp.RecordBatches)) != 4 {
 		t.Fatalf("fetch of bad after the reopen: %s, %d bytes; want 4 batches", errorFor(sp.ErrorCode), len(sp.RecordBatches))
 	}
@@ -188,4 +211,61 @@ func TestTakeoverFailsWhenAStoreIsDown(t *testing.T) {
 		t.Fatalf("takeover error: %v; want one naming the routed store", err)
 	}
 	t.Logf("takeover: %v", err)
+}
+
+// TestClusterCorruptPartitionKeptFailed: in a cluster on etcd, broker A's
+// lease is revoked with its partitions left open (to the storage, a
+// crash) and the tail chunk of topic bad is corrupted; broker B, assigned
+// every unit, serves good, keeps bad failed (KAFKA_STORAGE_ERROR, Metadata
+// names B its leader, logged once, strata_broker_partitions_failed 1)
+// and serves it once the chunk is mended, counting it owned.
+func TestClusterCorruptPartitionKeptFailed(t *testing.T) {
+	testbed.SkipShort(t, "the etcd testbed")
+	env, err := testbed.Env("etcd", "STRATA_ETCD_ENDPOINTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := strings.Split(env["STRATA_ETCD_ENDPOINTS"], ",")
+	dir, name := t.TempDir(), testClusterName(t)
+	a, ma, addrA := joinClusterBroker(t, endpoints, name, dir, nil)
+	clA := newClient(t, addrA)
+	for _, topic := range []string{"good", "bad"} {
+		createTopic(t, clA, topic, 1, nil)
+		produceEach(t, clA, topic, 3, 100)
+	}
+	clA.Close()
+	if err := ma.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, mend := corruptTail(t, a, dir, "bad")
+
+	var logs logBuffer
+	b, _, addrB := joinClusterBroker(t, endpoints, name, dir, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	cl := newClient(t, addrB)
+	waitCode(t, cl, "good", 0, &logs)
+	waitCode(t, cl, "bad", kerr.KafkaStorageError.Code, &logs)
+	resp, err := metadataOf(cl, "bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Leader != b.nodeID {
+		t.Fatalf("Metadata of bad: leader %d, %s; want broker B (%d)", p.Leader, errorFor(p.ErrorCode), b.nodeID)
+	}
+	if got := b.failedPartitions(); len(got) != 1 || got[0] != "bad-0" {
+		t.Fatalf("failed partitions %v, want [bad-0]", got)
+	}
+	if _, m := get(t, b.Handler(), "/metrics"); !strings.Contains(m, "\nstrata_broker_partitions_failed 1\n") {
+		t.Fatalf("/metrics without strata_broker_partitions_failed 1:\n%s", m)
+	}
+	time.Sleep(2 * time.Second) // a few cluster syncs: none opens bad again
+	if n := strings.Count(logs.String(), `msg="partition failed to open`); n != 1 {
+		t.Fatalf("the failed open logged %d times, want once:\n%s", n, logs.String())
+	}
+	mend()
+	waitCode(t, cl, "bad", 0, &logs)
+	if s := b.ClusterStats(); s.Owned != 2 {
+		t.Fatalf("broker B owns %d partitions after bad reopened, want 2", s.Owned)
+	}
 }
