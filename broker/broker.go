@@ -160,7 +160,11 @@ type Broker struct {
 // New takes over the cluster on cfg.Store: it allocates a broker epoch above
 // every earlier broker's, loads the topic catalog and the committed offsets,
 // and opens every partition at that epoch (fencing the previous broker).
-// Serve then answers clients.
+// Serve then answers clients. A partition that fails to open for a reason
+// of its own (corrupt data) does not fail New: it answers
+// KAFKA_STORAGE_ERROR while it is reopened in the background. New fails
+// when a newer broker fenced it (a *SupersededError), and when no
+// partition of a store could be opened because the store is unavailable.
 func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("broker: Config.Store is required: %w", stream.ErrInvalidArgument)
@@ -302,7 +306,8 @@ func (b *Broker) Epoch() int32 { return b.epoch }
 
 // Ready reports whether the broker serves its partitions: false once it was
 // fenced by a newer broker or closed, and while a driver is down (see
-// DriverHealth).
+// DriverHealth). Partitions that failed to open leave it true (/readyz
+// names them, strata_broker_partitions_failed counts them).
 func (b *Broker) Ready() bool { return b.notReady() == "" }
 
 // Fenced reports whether a newer broker took over the cluster.
