@@ -84,14 +84,7 @@ func waitCode(t *testing.T, cl *kgo.Client, topic string, code int16, logs *logB
 // returns the partition's error code.
 func produceCode(t *testing.T, cl *kgo.Client, topic string) int16 {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 1, Tag: "to-" + topic, Timestamp: time.Now().UnixMilli()})
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := sharedlogtest.ProduceRequest(topic, 0, sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 1, Tag: "to-" + topic, Timestamp: time.Now().UnixMilli()}))
 	resp, err := req.RequestWith(context.Background(), cl)
 	if err != nil {
 		t.Fatalf("Produce to %s: %v", topic, err)

@@ -187,14 +187,7 @@ func foreignChunkCase(t *testing.T, bin string, stop syscall.Signal) {
 // and returns the partition's error code.
 func producePartition0(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) int16 {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 1, Timestamp: time.Now().UnixMilli(), Tag: "produce-" + topic})
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := sharedlogtest.ProduceRequest(topic, 0, sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 1, Timestamp: time.Now().UnixMilli(), Tag: "produce-" + topic}))
 	resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
 	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		t.Fatalf("Produce to %s: %v (%+v)", topic, err, resp)
