@@ -160,7 +160,11 @@ type Broker struct {
 // New takes over the cluster on cfg.Store: it allocates a broker epoch above
 // every earlier broker's, loads the topic catalog and the committed offsets,
 // and opens every partition at that epoch (fencing the previous broker).
-// Serve then answers clients.
+// Serve then answers clients. A partition that fails to open for a reason
+// of its own (corrupt data) does not fail New: it answers
+// KAFKA_STORAGE_ERROR while it is reopened in the background. New fails
+// when a newer broker fenced it (a *SupersededError), and when no
+// partition of a store could be opened because the store is unavailable.
 func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("broker: Config.Store is required: %w", stream.ErrInvalidArgument)
@@ -267,6 +271,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	if err != nil {
 		cancel()
+		b.wg.Wait() // the reopens of partitions that failed to open
 		return nil, b.startErr(ctx, err)
 	}
 	if cfg.Security.ACL.Enabled {
@@ -274,11 +279,15 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 			b.catalog.close()
 			b.offsets.close()
 			cancel()
+			b.wg.Wait()
 			return nil, b.startErr(ctx, err)
 		}
 	}
 	b.groups = newGroupCoordinator(b)
 	b.log.Info("broker took over the cluster", "topics", b.catalog.count(), "driver", cfg.Driver, "took", time.Since(start).Round(time.Millisecond))
+	if s := failedSummary(b.failedPartitions()); s != "" {
+		b.log.Warn("broker serving with partitions that failed to open", "failed", s)
+	}
 	b.wg.Add(1)
 	go b.watchFence()
 	return b, nil
@@ -297,7 +306,8 @@ func (b *Broker) Epoch() int32 { return b.epoch }
 
 // Ready reports whether the broker serves its partitions: false once it was
 // fenced by a newer broker or closed, and while a driver is down (see
-// DriverHealth).
+// DriverHealth). Partitions that failed to open leave it true (/readyz
+// names them, strata_broker_partitions_failed counts them).
 func (b *Broker) Ready() bool { return b.notReady() == "" }
 
 // Fenced reports whether a newer broker took over the cluster.

@@ -49,10 +49,16 @@ type partition struct {
 	index int32
 	name  string // sharedlog partition name (stream prefix)
 
-	mu        sync.Mutex
-	log       *sharedlog.Log
-	err       error // why log is nil
+	mu  sync.Mutex
+	log *sharedlog.Log
+	err error // why log is nil
+	// reopening is set while a background open runs: of a broken log (log
+	// set, still serving reads) or of a partition that failed to open (log
+	// nil: calls on it get KAFKA_STORAGE_ERROR).
 	reopening bool
+	// gen counts the opens and closes of the log: a background open begun
+	// at an older gen gives up.
+	gen uint64
 	// epoch is the epoch the partition is opened at in a cluster (its
 	// assignment's); the broker epoch on a single broker.
 	epoch int32
@@ -146,7 +152,7 @@ func (c *catalog) replay(payload []byte) error {
 			p.mu.Unlock()
 		}
 		c.mu.RUnlock()
-		_ = openPartitions(c.b.ctx, closed)
+		c.b.keepFailed(openPartitions(c.b.ctx, closed))
 	}
 	return nil
 }
@@ -203,7 +209,9 @@ func (b *Broker) storeFor(name string) (string, stream.Store) {
 }
 
 // openAll opens every partition of the catalog (a takeover), up to
-// partitionOpens at once.
+// partitionOpens at once. A partition that fails for a reason of its own
+// is left failed and retried in the background (keepFailed); the
+// takeover fails only as takeoverErr says.
 func (c *catalog) openAll(ctx context.Context) error {
 	var parts []*partition
 	c.mu.RLock()
@@ -211,7 +219,12 @@ func (c *catalog) openAll(ctx context.Context) error {
 		parts = append(parts, t.parts...)
 	}
 	c.mu.RUnlock()
-	return openPartitions(ctx, parts)
+	failed := openPartitions(ctx, parts)
+	if err := takeoverErr(ctx, parts, failed); err != nil {
+		return err
+	}
+	c.b.keepFailed(failed)
+	return nil
 }
 
 // partitionOpens bounds the partitions opened at once. An open on an
@@ -220,28 +233,28 @@ func (c *catalog) openAll(ctx context.Context) error {
 // partitions / partitionOpens times one open's.
 const partitionOpens = 32
 
-func openPartitions(ctx context.Context, parts []*partition) error {
+// openPartitions opens parts, up to partitionOpens at once, and returns
+// those that failed (in no order), each left closed with its error.
+func openPartitions(ctx context.Context, parts []*partition) []openFailure {
 	sem := make(chan struct{}, partitionOpens)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var first error
+	var failed []openFailure
 	for _, p := range parts {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := p.open(ctx); err != nil {
+			if gen, err := p.open(ctx); err != nil {
 				mu.Lock()
-				if first == nil {
-					first = err
-				}
+				failed = append(failed, openFailure{p, gen, err})
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return first
+	return failed
 }
 
 // options are the sharedlog options of a topic's partitions.
@@ -267,21 +280,24 @@ func (t *topic) options(b *Broker) sharedlog.Options {
 	return o
 }
 
-// open opens the partition's log at the broker epoch.
-func (p *partition) open(ctx context.Context) error {
+// open opens the partition's log at the broker epoch (its assignment's
+// in a cluster), replacing whatever it held; a failure is the caller's to
+// log (keepFailed). It returns the log's new gen.
+func (p *partition) open(ctx context.Context) (uint64, error) {
 	start := time.Now()
 	l, err := p.openLog(ctx)
 	p.mu.Lock()
-	p.log, p.err = l, err
+	p.gen++
+	gen := p.gen
+	p.log, p.err, p.reopening = l, err, false
 	p.mu.Unlock()
 	if err != nil {
-		p.b.log.Error("opening partition failed", "topic", p.topic.name, "partition", p.index, "err", err)
-		return err
+		return gen, err
 	}
 	rec := l.Recovery()
 	p.b.log.Debug("partition opened", "topic", p.topic.name, "partition", p.index, "hw", l.HighWatermark(),
 		"replayed_batches", rec.ReplayedBatches, "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	return gen, nil
 }
 
 // openLog opens a new session of the partition's log at the broker epoch
@@ -311,6 +327,9 @@ func (p *partition) current() (*sharedlog.Log, int16) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.log == nil {
+		if p.reopening { // failed to open; retried in the background
+			return nil, kerr.KafkaStorageError.Code
+		}
 		return nil, kerr.NotLeaderForPartition.Code
 	}
 	return p.log, 0
@@ -363,42 +382,59 @@ func (p *partition) failed(l *sharedlog.Log, err error) {
 		return
 	}
 	p.reopening = true
+	gen := p.gen
 	p.mu.Unlock()
 	p.b.log.Warn("partition write failed; reopening (reads go on meanwhile)", "topic", p.topic.name, "partition", p.index, "err", err)
 	p.b.wg.Add(1)
 	go func() {
 		defer p.b.wg.Done()
-		p.reopen(l)
+		p.reopen(l, gen, time.Time{})
 	}()
 }
 
-// reopen opens a new session of the partition's log to replace the
-// broken l, retrying with backoff until it succeeds or the broker closes
-// or is fenced; failures are logged at most every reopenLogEvery.
-func (p *partition) reopen(l *sharedlog.Log) {
+// reopen opens a new session of the partition's log to replace l (a
+// broken log, or nil for a partition that failed to open), retrying with
+// backoff until it succeeds, the broker closes or is fenced, or the log
+// is closed or opened anew (gen moved on). Failures are logged at most
+// every reopenLogEvery, counting from logged (zero: the first at once).
+func (p *partition) reopen(l *sharedlog.Log, gen uint64, logged time.Time) {
 	defer func() {
 		p.mu.Lock()
-		p.reopening = false
+		if p.gen == gen {
+			p.reopening = false
+		}
 		p.mu.Unlock()
 	}()
 	began := time.Now()
-	var logged time.Time
-	for attempt := 1; !p.b.closed.Load() && !p.b.fenced.Load(); attempt++ {
+	for attempt := 1; !p.b.closed.Load() && !p.b.fenced.Load() && p.atGen(gen); attempt++ {
 		ctx, cancel := context.WithTimeout(p.b.ctx, 30*time.Second)
 		nl, err := p.openLog(ctx)
 		cancel()
 		if err == nil {
 			p.mu.Lock()
-			swapped := p.log == l
+			swapped := p.gen == gen && p.log == l
 			if swapped {
-				p.log, p.err = nl, nil
+				p.log, p.err, p.reopening = nl, nil, false
 			}
 			p.mu.Unlock()
-			if !swapped { // closed or deleted meanwhile
+			if !swapped { // closed, deleted or opened anew meanwhile
 				_ = nl.Close()
+				return
 			}
-			_ = l.Close()
+			if l != nil {
+				_ = l.Close()
+			} else {
+				p.b.noteOpened(p)
+			}
 			p.b.log.Info("partition reopened", "topic", p.topic.name, "partition", p.index, "attempts", attempt, "took", time.Since(began).Round(time.Millisecond))
+			return
+		}
+		if isFence(err) {
+			// A newer owner has the partition: on a single broker the
+			// broker is fenced now; in a cluster only this partition is.
+			if l != nil && p.b.cl != nil {
+				p.fencedInCluster(l)
+			}
 			return
 		}
 		if time.Since(logged) >= reopenLogEvery {
@@ -407,16 +443,35 @@ func (p *partition) reopen(l *sharedlog.Log) {
 		}
 		select {
 		case <-p.b.ctx.Done():
-		case <-time.After(time.Duration(min(attempt, 10)) * 200 * time.Millisecond):
+		case <-time.After(reopenBackoff(attempt, err)):
 		}
 	}
 }
 
-// closeLog closes the partition's log (shutdown, delete).
+// reopenBackoff is the wait after a failed reopen attempt: 200ms more per
+// attempt up to 2s, and for corrupt data (which only an operator mends),
+// doubling up to 30s.
+func reopenBackoff(attempt int, err error) time.Duration {
+	if errors.Is(err, stream.ErrCorrupt) {
+		return min(200*time.Millisecond<<min(attempt, 8), 30*time.Second)
+	}
+	return time.Duration(min(attempt, 10)) * 200 * time.Millisecond
+}
+
+// atGen reports whether the log was not closed or opened anew since gen.
+func (p *partition) atGen(gen uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen == gen
+}
+
+// closeLog closes the partition's log (shutdown, delete) and stops a
+// background reopen.
 func (p *partition) closeLog() error {
 	p.mu.Lock()
 	l := p.log
-	p.log, p.err = nil, errors.New("closed")
+	p.gen++
+	p.log, p.err, p.reopening = nil, errors.New("closed"), false
 	p.mu.Unlock()
 	if l == nil {
 		return nil
@@ -564,7 +619,7 @@ func (c *catalog) create(ctx context.Context, name string, n int32, cfg map[stri
 		c.b.log.Info("topic created", "topic", name, "partitions", n, "driver", t.driver)
 		return t, 0, ""
 	}
-	if err := openPartitions(ctx, t.parts); err != nil {
+	if err := c.b.keepFailed(openPartitions(ctx, t.parts)); err != nil {
 		return t, kerr.KafkaStorageError.Code, err.Error()
 	}
 	c.b.log.Info("topic created", "topic", name, "partitions", n, "driver", t.driver)
@@ -687,7 +742,7 @@ func (c *catalog) grow(ctx context.Context, name string, n int32, validateOnly b
 	if c.b.cl != nil {
 		return 0, "" // the assigned owners open them
 	}
-	if err := openPartitions(ctx, added); err != nil {
+	if err := c.b.keepFailed(openPartitions(ctx, added)); err != nil {
 		return kerr.KafkaStorageError.Code, err.Error()
 	}
 	return 0, ""

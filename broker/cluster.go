@@ -134,20 +134,35 @@ func (b *Broker) syncCluster(ctx context.Context) {
 	}
 	if len(open) > 0 {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_ = openPartitions(octx, open)
+		failed := openPartitions(octx, open)
 		cancel()
-		b.cl.mu.Lock()
-		for _, p := range open {
-			p.mu.Lock()
-			if p.log != nil {
-				b.cl.owned[unitOf(p)] = p.epoch
-				b.cl.opens++
-			}
-			p.mu.Unlock()
+		bad := map[*partition]bool{}
+		for _, f := range failed {
+			bad[f.p] = true
 		}
-		b.cl.mu.Unlock()
+		for _, p := range open {
+			if !bad[p] {
+				b.noteOpened(p)
+			}
+		}
+		b.keepFailed(failed)
 	}
 	b.syncOffsets(ctx, v)
+}
+
+// noteOpened counts p, just opened at its assignment's epoch, as owned
+// here (in a cluster; nothing on a single broker).
+func (b *Broker) noteOpened(p *partition) {
+	if b.cl == nil {
+		return
+	}
+	p.mu.Lock()
+	epoch := p.epoch
+	p.mu.Unlock()
+	b.cl.mu.Lock()
+	b.cl.owned[unitOf(p)] = epoch
+	b.cl.opens++
+	b.cl.mu.Unlock()
 }
 
 // syncCatalog applies the topics of the view to the catalog.
@@ -191,7 +206,7 @@ func (b *Broker) dropTopic(t *topic) {
 	defer cancel()
 	for _, p := range parts {
 		p.mu.Lock()
-		open := p.log != nil
+		open := p.log != nil || p.reopening // a failed one is retried here
 		p.mu.Unlock()
 		if !open {
 			continue
@@ -416,7 +431,9 @@ func (b *Broker) leaderOf(v *cluster.View, p *partition) (int32, int32, bool) {
 	if o.Node == b.nodeID {
 		// Assigned here but not open (opening, or fenced by a newer owner
 		// this broker has not heard of): no leader to send clients to.
-		if l, _ := p.current(); l == nil {
+		// A partition that failed to open is led here: its calls get
+		// KAFKA_STORAGE_ERROR while it is retried.
+		if l, code := p.current(); l == nil && code != kerr.KafkaStorageError.Code {
 			return -1, -1, false
 		}
 	}
@@ -431,7 +448,8 @@ func (p *partition) fencedInCluster(l *sharedlog.Log) {
 		p.mu.Unlock()
 		return
 	}
-	p.log, p.err = nil, errors.New("fenced by a newer owner")
+	p.gen++
+	p.log, p.err, p.reopening = nil, errors.New("fenced by a newer owner"), false
 	p.mu.Unlock()
 	_ = l.Close()
 	b := p.b

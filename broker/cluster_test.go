@@ -41,29 +41,48 @@ func startClusterOn(t *testing.T, n int) ([]string, string, stream.Store) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	name := fmt.Sprintf("bc%d-%d-%s", os.Getpid(), clusterSeq.Add(1), strings.ToLower(t.Name()))
+	name := testClusterName(t)
 	var addrs []string
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := cluster.Join(context.Background(), cluster.Config{
-			Endpoints: strings.Split(env["STRATA_ETCD_ENDPOINTS"], ","), Cluster: name, Storage: "nfs:" + dir,
-			Name: ln.Addr().String(), Addr: ln.Addr().String(), Logger: testLogger(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := New(context.Background(), Config{Cluster: name, Store: nfsStore(t, dir), Advertise: ln.Addr().String(),
-			Logger: testLogger(t), AutoCreateTopics: true, DefaultPartitions: 6, Membership: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = b.Serve(ln) }()
-		t.Cleanup(func() { _ = b.Close(); _ = m.Close() })
-		addrs = append(addrs, ln.Addr().String())
+		_, _, addr := joinClusterBroker(t, strings.Split(env["STRATA_ETCD_ENDPOINTS"], ","), name, dir, nil)
+		addrs = append(addrs, addr)
 	}
 	return addrs, name, nfsStore(t, dir)
+}
+
+// testClusterName is a cluster name of the test's own.
+func testClusterName(t *testing.T) string {
+	return fmt.Sprintf("bc%d-%d-%s", os.Getpid(), clusterSeq.Add(1), strings.ToLower(t.Name()))
+}
+
+// joinClusterBroker starts an in-process broker of cluster name on a store
+// of its own on the nfs directory dir, coordinated through etcd at
+// endpoints (mod changes its config), and returns it, its member and its
+// address; both are closed when the test ends.
+func joinClusterBroker(t *testing.T, endpoints []string, name, dir string, mod func(*Config)) (*Broker, *cluster.Member, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cluster.Join(context.Background(), cluster.Config{
+		Endpoints: endpoints, Cluster: name, Storage: "nfs:" + dir,
+		Name: ln.Addr().String(), Addr: ln.Addr().String(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Cluster: name, Store: nfsStore(t, dir), Advertise: ln.Addr().String(),
+		Logger: testLogger(t), AutoCreateTopics: true, DefaultPartitions: 6, Membership: m}
+	if mod != nil {
+		mod(&cfg)
+	}
+	b, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = b.Serve(ln) }()
+	t.Cleanup(func() { _ = b.Close(); _ = m.Close() })
+	return b, m, ln.Addr().String()
 }
 
 // waitSpread waits until Metadata through cl gives every partition of

@@ -13,7 +13,9 @@ import (
 //	/metrics   Prometheus text format
 //	/healthz   200 while the process runs
 //	/readyz    200 while the broker serves its partitions; 503 once fenced or
-//	           closed, and while a driver is down (DriverHealth)
+//	           closed, and while a driver is down (DriverHealth). Partitions
+//	           that failed to open (corrupt data: calls on them get
+//	           KAFKA_STORAGE_ERROR) keep it 200 and are named in its body.
 func (b *Broker) Handler() http.Handler {
 	b.metrics.mu.Lock()
 	b.metrics.ready = b.Ready
@@ -23,6 +25,7 @@ func (b *Broker) Handler() http.Handler {
 	if b.cl != nil {
 		b.metrics.cluster = b.ClusterStats
 	}
+	b.metrics.failed = func() int { return len(b.failedPartitions()) }
 	b.metrics.mu.Unlock()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
@@ -38,6 +41,9 @@ func (b *Broker) Handler() http.Handler {
 			return
 		}
 		fmt.Fprintf(w, "ready: cluster %s epoch %d\n", b.cfg.Cluster, b.epoch)
+		if s := failedSummary(b.failedPartitions()); s != "" {
+			fmt.Fprintln(w, s)
+		}
 	})
 	return mux
 }

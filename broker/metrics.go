@@ -38,6 +38,8 @@ type Metrics struct {
 	drivers func() []driverStatus
 	// cluster reads the cluster counters (nil on a single broker).
 	cluster func() ClusterStats
+	// failed counts the partitions that failed to open.
+	failed func() int
 }
 
 // NewMetrics returns empty metrics.
@@ -176,6 +178,9 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 			r = 1
 		}
 		p("# HELP strata_broker_ready 1 when the broker serves its partitions (not fenced, not closed, no driver down).\n# TYPE strata_broker_ready gauge\nstrata_broker_ready %d\n", r)
+	}
+	if m.failed != nil {
+		p("# HELP strata_broker_partitions_failed Partitions this broker serves that failed to open: their calls get KAFKA_STORAGE_ERROR while they are reopened in the background.\n# TYPE strata_broker_partitions_failed gauge\nstrata_broker_partitions_failed %d\n", m.failed())
 	}
 	if m.epoch != nil {
 		p("# HELP strata_broker_epoch The broker epoch (leader epoch of its partitions).\n# TYPE strata_broker_epoch gauge\nstrata_broker_epoch %d\n", m.epoch())

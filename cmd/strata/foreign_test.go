@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,17 +19,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
 )
 
 // TestServeForeignChunkNotServed: with strata serve stopped (SIGTERM, or
 // SIGKILL as a crash), the chunk file holding topic sy's record is copied
 // over topic sx's chunk of the same slot name (as an operator's slip or a
 // restore into the wrong directory would). After the restart sy's record
-// is never served as sx's: after the crash (the open walks the slot) the
-// broker refuses to start, naming the foreign chunk; after the clean stop
-// (the slot is in a checkpoint) a Fetch of sx gets KAFKA_STORAGE_ERROR.
-// sy is still served. Without the chunk checksums bound to their stream
-// and incarnation, the fetch after the crash returned sy's record.
+// is never served as sx's, and sy is served as before (fetched, produced
+// to). After the clean stop (the slot is in a checkpoint) a Fetch of sx
+// gets KAFKA_STORAGE_ERROR. After the crash the open walks the slot and
+// fails on the foreign chunk: the broker still starts, answers Produce and
+// Fetch of sx with KAFKA_STORAGE_ERROR, logs the failure once naming the
+// topic, partition and chunk, stays ready and reports the partition in
+// /readyz and strata_broker_partitions_failed. Without the chunk checksums
+// bound to their stream and incarnation, the fetch after the crash
+// returned sy's record; with them but without failed partitions kept, the
+// broker refused to start.
 func TestServeForeignChunkNotServed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds strata and runs serve four times")
@@ -50,29 +59,31 @@ func foreignChunkCase(t *testing.T, bin string, stop syscall.Signal) {
 	}
 	values := map[string][]byte{"sx": []byte("record-of-topic-sx"), "sy": []byte("record-of-topic-sy")}
 	ctx := context.Background()
-	// serve starts strata serve and runs work with a client of it; it
-	// returns the process, or nil and serve's stderr if it did not start.
-	serve := func(work func(cl *kgo.Client)) (*serveProc, string) {
+	// serve starts strata serve and runs work with a client of it and its
+	// --http address; it returns the process, or nil and serve's stderr if
+	// it did not start.
+	serve := func(work func(cl *kgo.Client, p *serveProc, httpAddr string)) (*serveProc, string) {
 		t.Helper()
-		var addr string
+		var addr, httpAddr string
 		var p *serveProc
 		err := errPortTaken
 		for try := 0; errors.Is(err, errPortTaken) && try < 3; try++ {
-			addr = freePort(t)
-			p, err = tryStartServeCmd(t, exec.Command(bin, "serve", "--config", cfgPath, "--listen", addr))
+			addr, httpAddr = freePort(t), freePort(t)
+			p, err = tryStartServeCmd(t, exec.Command(bin, "serve", "--config", cfgPath, "--listen", addr, "--http", httpAddr))
 		}
 		if err != nil {
 			return nil, err.Error()
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerBatchCompression(kgo.NoCompression()),
+			kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		work(cl)
+		work(cl, p, httpAddr)
 		return p, ""
 	}
-	p, failed := serve(func(cl *kgo.Client) {
+	p, failed := serve(func(cl *kgo.Client, _ *serveProc, _ string) {
 		for _, topic := range []string{"sx", "sy"} {
 			createTopic(ctx, t, cl, topic, 1)
 			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: values[topic]}).FirstErr(); err != nil {
@@ -124,30 +135,79 @@ func foreignChunkCase(t *testing.T, bin string, stop syscall.Signal) {
 	}
 	t.Logf("copied %s over %s", sy, sx)
 
-	// After a crash the open walks the slot and finds the foreign chunk:
-	// the broker refuses to start, naming it (the partition cannot be
-	// opened). After a clean stop the chunk is first read by the Fetch.
-	if _, failed := serve(func(cl *kgo.Client) {
-		for _, topic := range []string{"sx", "sy"} {
-			code, recs := fetchPartition0(ctx, t, cl, topic)
-			for _, v := range recs {
-				if topic == "sx" && bytes.Equal(v, values["sy"]) {
-					t.Fatalf("a fetch of sx returned sy's record %q (error %d)", v, code)
-				}
-			}
-			switch {
-			case topic == "sx" && code != kerr.KafkaStorageError.Code:
-				t.Fatalf("fetch of sx: error %d, records %q; want KAFKA_STORAGE_ERROR", code, recs)
-			case topic == "sy" && (code != 0 || len(recs) != 1 || !bytes.Equal(recs[0], values["sy"])):
-				t.Fatalf("fetch of sy: error %d, records %q; want its own record", code, recs)
+	// After a clean stop the chunk is first read by the Fetch; after a
+	// crash the open walks the slot and finds the foreign chunk, and the
+	// broker serves without sx-0.
+	crash := stop == syscall.SIGKILL
+	p, failed = serve(func(cl *kgo.Client, p *serveProc, httpAddr string) {
+		code, recs := fetchPartition0(ctx, t, cl, "sx")
+		for _, v := range recs {
+			if bytes.Equal(v, values["sy"]) {
+				t.Fatalf("a fetch of sx returned sy's record %q (error %d)", v, code)
 			}
 		}
-	}); failed != "" {
-		if !strings.Contains(failed, "corrupt data") || !strings.Contains(failed, "another stream's or incarnation's chunk") {
-			t.Fatalf("serve after the copy did not start, and not for the foreign chunk:\n%s", failed)
+		if code != kerr.KafkaStorageError.Code {
+			t.Fatalf("fetch of sx: error %d, records %q; want KAFKA_STORAGE_ERROR", code, recs)
 		}
-		t.Logf("serve after the copy refused to start: %.300s", failed[strings.Index(failed, "startup failed"):])
+		if code := producePartition0(ctx, t, cl, "sx"); crash && code != kerr.KafkaStorageError.Code {
+			t.Fatalf("produce to sx, whose partition failed to open: error %d; want KAFKA_STORAGE_ERROR", code)
+		}
+		more := []byte("second-record-of-topic-sy")
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "sy", Value: more}).FirstErr(); err != nil {
+			t.Fatalf("produce to sy after the copy: %v\n%s", err, p.stderr.String())
+		}
+		code, recs = fetchPartition0(ctx, t, cl, "sy")
+		if code != 0 || len(recs) != 2 || !bytes.Equal(recs[0], values["sy"]) || !bytes.Equal(recs[1], more) {
+			t.Fatalf("fetch of sy: error %d, records %q; want its own two records", code, recs)
+		}
+		if !crash {
+			return
+		}
+		logs := p.stderr.String()
+		if n := strings.Count(logs, `msg="partition failed to open`); n != 1 ||
+			!strings.Contains(logs, "topic=sx partition=0") || !strings.Contains(logs, "another stream's or incarnation's chunk") {
+			t.Fatalf("want the failed open of sx-0 logged once, naming the foreign chunk; logged %d times:\n%s", n, logs)
+		}
+		status, body := httpGet(t, "http://"+httpAddr+"/readyz")
+		if status != 200 || !strings.Contains(body, "1 partition failed to open") || !strings.Contains(body, "sx-0") {
+			t.Fatalf("/readyz: %d %q; want 200 naming sx-0 as failed", status, body)
+		}
+		if _, metrics := httpGet(t, "http://"+httpAddr+"/metrics"); !strings.Contains(metrics, "\nstrata_broker_partitions_failed 1\n") ||
+			!strings.Contains(metrics, "\nstrata_broker_ready 1\n") {
+			t.Fatalf("/metrics: want strata_broker_partitions_failed 1 and strata_broker_ready 1:\n%s", metrics)
+		}
+		t.Logf("served with sx-0 failed; /readyz: %q; log: %.900s", body, logs[strings.Index(logs, "partition failed to open"):])
+	})
+	if p == nil {
+		t.Fatalf("serve after the copy did not start:\n%s", failed)
 	}
+}
+
+// producePartition0 sends one Produce of a record to partition 0 of topic
+// and returns the partition's error code.
+func producePartition0(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) int16 {
+	t.Helper()
+	req := sharedlogtest.ProduceRequest(topic, 0, sharedlogtest.Build(sharedlogtest.BatchSpec{Records: 1, Timestamp: time.Now().UnixMilli(), Tag: "produce-" + topic}))
+	resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
+	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("Produce to %s: %v (%+v)", topic, err, resp)
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// httpGet returns the status and body of a GET of url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
 }
 
 // fetchPartition0 fetches partition 0 of topic from offset 0 with one Fetch

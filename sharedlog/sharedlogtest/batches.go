@@ -135,3 +135,17 @@ func SetProducer(b []byte, pid int64, epoch int16, seq int32) []byte {
 
 // Clone copies a batch (appends take ownership of theirs).
 func Clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// ProduceRequest is a Produce (acks -1, a 10 s timeout) of the record
+// batch records to partition of topic.
+func ProduceRequest(topic string, partition int32, records []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
