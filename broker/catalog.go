@@ -278,6 +278,9 @@ func (p *partition) open(ctx context.Context) error {
 		p.b.log.Error("opening partition failed", "topic", p.topic.name, "partition", p.index, "err", err)
 		return err
 	}
+	if p.b.cl != nil {
+		p.b.cl.opened()
+	}
 	rec := l.Recovery()
 	p.b.log.Debug("partition opened", "topic", p.topic.name, "partition", p.index, "hw", l.HighWatermark(),
 		"replayed_batches", rec.ReplayedBatches, "took", time.Since(start).Round(time.Millisecond))

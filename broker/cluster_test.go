@@ -239,3 +239,61 @@ func TestClusterTopicsOnAnyBroker(t *testing.T) {
 		t.Fatalf("partition streams left on the storage after DeleteTopics: %v", got)
 	}
 }
+
+// TestClusterProduceNamesLeader sends a Produce for a partition to a
+// broker of the cluster that does not own it: the answer is
+// NOT_LEADER_OR_FOLLOWER naming the owner and its leader epoch, with the
+// owner's address (KIP-951), so that a client moves to it without waiting
+// for a metadata refresh.
+func TestClusterProduceNamesLeader(t *testing.T) {
+	addrs := startClusterBrokers(t, 2)
+	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
+	createTopic(t, cl, "hint", 4, nil)
+	waitSpread(t, cl, "hint", 4, 2)
+	meta, err := metadataOf(cl, "hint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrOf := map[int32]string{}
+	for _, b := range meta.Brokers {
+		addrOf[b.NodeID] = net.JoinHostPort(b.Host, fmt.Sprint(b.Port))
+	}
+	for _, mp := range meta.Topics[0].Partitions {
+		// Ask the broker that does not lead mp.
+		var other string
+		for id, a := range addrOf {
+			if id != mp.Leader {
+				other = a
+			}
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 11, -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "hint"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = mp.Partition, []byte{0}
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), newClient(t, other).SeedBrokers()[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Topics[0].Partitions[0]
+		if got.ErrorCode != kerr.NotLeaderForPartition.Code {
+			t.Fatalf("partition %d through %s (not its leader): error %d, want NOT_LEADER_OR_FOLLOWER", mp.Partition, other, got.ErrorCode)
+		}
+		if got.CurrentLeader.LeaderID != mp.Leader || got.CurrentLeader.LeaderEpoch != mp.LeaderEpoch {
+			t.Fatalf("partition %d: current leader %d at epoch %d in the answer, want %d at %d (from Metadata)",
+				mp.Partition, got.CurrentLeader.LeaderID, got.CurrentLeader.LeaderEpoch, mp.Leader, mp.LeaderEpoch)
+		}
+		var named string
+		for _, b := range resp.Brokers {
+			if b.NodeID == mp.Leader {
+				named = net.JoinHostPort(b.Host, fmt.Sprint(b.Port))
+			}
+		}
+		if named != addrOf[mp.Leader] {
+			t.Fatalf("partition %d: the answer lists the leader at %q, want %s (brokers %+v)", mp.Partition, named, addrOf[mp.Leader], resp.Brokers)
+		}
+	}
+}
