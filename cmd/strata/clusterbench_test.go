@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -390,6 +392,85 @@ func BenchmarkClusterGracefulMove(b *testing.B) {
 	for name, p := range producers {
 		if n := p.errs.Load(); n > 0 {
 			b.Errorf("producer %s: %d records failed", name, n)
+		}
+	}
+}
+
+// etcdRequests sums grpc_server_msg_received_total (every request message
+// clients sent: unary calls and stream messages such as lease keepalives
+// and watch requests) over the etcd members at endpoints, by method.
+func etcdRequests(b *testing.B, endpoints string) map[string]float64 {
+	out := map[string]float64{}
+	for _, e := range strings.Split(endpoints, ",") {
+		resp, err := http.Get("http://" + e + "/metrics")
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			rest, ok := strings.CutPrefix(line, "grpc_server_msg_received_total{")
+			if !ok {
+				continue
+			}
+			labels, val, _ := strings.Cut(rest, "} ")
+			_, method, _ := strings.Cut(labels, `grpc_method="`)
+			method, _, _ = strings.Cut(method, `"`)
+			v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+			if err == nil {
+				out[method] += v
+			}
+		}
+	}
+	return out
+}
+
+// BenchmarkClusterEtcdOverhead runs three brokers with a topic of 1,000
+// partitions and reports the requests per second the etcd members receive
+// in steady state (grpc_server_msg_received_total of every member, by
+// method) with no produce and with a producer writing 2,000 records a
+// second over every partition: what the cluster costs etcd does not grow
+// with the produce rate. Run it alone on its etcd testbed (other clients
+// of the testbed count too):
+//
+//	eval "$(testbed/up etcd)"
+//	go test -run '^$' -bench BenchmarkClusterEtcdOverhead -benchtime 1x ./cmd/strata
+func BenchmarkClusterEtcdOverhead(b *testing.B) {
+	const partitions = 1000
+	window := 30 * time.Second
+	c, _ := benchCluster(b, "overhead", partitions)
+	for range b.N {
+		for _, rate := range []int{0, 2000} {
+			var p *partitionAcks
+			if rate > 0 {
+				p = startPartitionAcks(c.client(kgo.RecordPartitioner(kgo.ManualPartitioner())), "overhead", partitions, rate)
+			}
+			time.Sleep(5 * time.Second)
+			before := etcdRequests(b, c.etcd)
+			began := time.Now()
+			time.Sleep(window)
+			after := etcdRequests(b, c.etcd)
+			secs := time.Since(began).Seconds()
+			var total float64
+			var by []string
+			for m, v := range after {
+				if d := (v - before[m]) / secs; d > 0 {
+					total += d
+					by = append(by, fmt.Sprintf("%s %.2f/s", m, d))
+				}
+			}
+			slices.Sort(by)
+			b.Logf("produce %d records/s: etcd received %.2f requests/s (%s)", rate, total, strings.Join(by, ", "))
+			b.ReportMetric(total, fmt.Sprintf("etcd_req/s_at_%d_rec/s", rate))
+			if p != nil {
+				if n := p.errs.Load(); n > 0 {
+					b.Errorf("%d records failed", n)
+				}
+				p.close()
+			}
 		}
 	}
 }
