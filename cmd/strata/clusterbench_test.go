@@ -366,6 +366,7 @@ func BenchmarkClusterGracefulMove(b *testing.B) {
 		line := fmt.Sprintf("%s: %d brokers", what, brokers)
 		for name, p := range producers {
 			var worst time.Duration
+			worstAt := -1
 			moved := 0
 			for i := range partitions {
 				if before[i] == after[i] {
@@ -374,9 +375,11 @@ func BenchmarkClusterGracefulMove(b *testing.B) {
 				moved++
 				g := p.maxGap(i, began, end)
 				gaps[what+"_"+name] = append(gaps[what+"_"+name], g)
-				worst = max(worst, g)
+				if g > worst {
+					worst, worstAt = g, i
+				}
 			}
-			line += fmt.Sprintf(", %s: %d moved, longest gap %s", name, moved, worst.Round(time.Millisecond))
+			line += fmt.Sprintf(", %s: %d moved, longest gap %s (partition %d)", name, moved, worst.Round(time.Millisecond), worstAt)
 		}
 		b.Log(line)
 	}
