@@ -17,6 +17,7 @@ import (
 
 	"github.com/stratastream/strata/internal/cluster"
 	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -27,13 +28,13 @@ var clusterSeq atomic.Int64
 // nfs directory, coordinated through the etcd testbed, and returns their
 // addresses.
 func startClusterBrokers(t *testing.T, n int) []string {
-	addrs, _, _ := startClusterOn(t, n)
+	addrs, _, _, _ := startClusterOn(t, n)
 	return addrs
 }
 
-// startClusterOn is startClusterBrokers that also returns the cluster name
-// and a store of its own on the brokers' directory.
-func startClusterOn(t *testing.T, n int) ([]string, string, stream.Store) {
+// startClusterOn is startClusterBrokers that also returns the brokers, the
+// cluster name and a store of its own on the brokers' directory.
+func startClusterOn(t *testing.T, n int) ([]string, []*Broker, string, stream.Store) {
 	t.Helper()
 	testbed.SkipShort(t, "the etcd testbed")
 	env, err := testbed.Env("etcd", "STRATA_ETCD_ENDPOINTS")
@@ -43,6 +44,7 @@ func startClusterOn(t *testing.T, n int) ([]string, string, stream.Store) {
 	dir := t.TempDir()
 	name := fmt.Sprintf("bc%d-%d-%s", os.Getpid(), clusterSeq.Add(1), strings.ToLower(t.Name()))
 	var addrs []string
+	var brokers []*Broker
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -62,8 +64,9 @@ func startClusterOn(t *testing.T, n int) ([]string, string, stream.Store) {
 		go func() { _ = b.Serve(ln) }()
 		t.Cleanup(func() { _ = b.Close(); _ = m.Close() })
 		addrs = append(addrs, ln.Addr().String())
+		brokers = append(brokers, b)
 	}
-	return addrs, name, nfsStore(t, dir)
+	return addrs, brokers, name, nfsStore(t, dir)
 }
 
 // waitSpread waits until Metadata through cl gives every partition of
@@ -153,7 +156,7 @@ func metadataOf(cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
 // grows it through another and deletes it through a third; every broker's
 // Metadata follows.
 func TestClusterTopicsOnAnyBroker(t *testing.T) {
-	addrs, name, st := startClusterOn(t, 3)
+	addrs, _, name, st := startClusterOn(t, 3)
 	var cls []*kgo.Client
 	for _, a := range addrs {
 		cls = append(cls, newClient(t, a))
@@ -295,5 +298,54 @@ func TestClusterProduceNamesLeader(t *testing.T) {
 		if named != addrOf[mp.Leader] {
 			t.Fatalf("partition %d: the answer lists the leader at %q, want %s (brokers %+v)", mp.Partition, named, addrOf[mp.Leader], resp.Brokers)
 		}
+	}
+}
+
+// TestClusterProduceWaitsForOpen takes a partition's log away from its
+// owner as a move to it would find it (assigned here, not open yet; the
+// broker opens it at its next look at the cluster, within a second):
+// Metadata names the owner meanwhile, and a Produce sent to it waits for
+// the open and is acked, instead of NOT_LEADER_OR_FOLLOWER and a client's
+// metadata refresh.
+func TestClusterProduceWaitsForOpen(t *testing.T) {
+	addrs, brokers, _, _ := startClusterOn(t, 2)
+	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
+	createTopic(t, cl, "opening", 4, nil)
+	waitSpread(t, cl, "opening", 4, 2)
+	b := brokers[0]
+	var p *partition
+	for i := int32(0); i < 4 && p == nil; i++ {
+		q, _ := b.catalog.partitionOf("opening", i)
+		if l, _ := q.current(); l != nil {
+			p = q
+		}
+	}
+	if p == nil {
+		t.Fatal("broker 1 has no partition of the topic open")
+	}
+	_ = p.closeLog()
+	direct := newClient(t, addrs[0])
+	meta, err := metadataOf(direct, "opening")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := meta.Topics[0].Partitions[p.index].Leader; l != b.nodeID {
+		t.Fatalf("partition %d assigned to node %d and being opened: Metadata names leader %d", p.index, b.nodeID, l)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 11, -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "opening"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p.index, sharedlogtest.Build(sharedlogtest.BatchSpec{Tag: "opening"})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), direct.SeedBrokers()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Topics[0].Partitions[0]; got.ErrorCode != 0 {
+		t.Fatalf("Produce to partition %d while its owner opens it: error %d (%s), want it acked after the open",
+			p.index, got.ErrorCode, kerr.ErrorForCode(got.ErrorCode))
 	}
 }
