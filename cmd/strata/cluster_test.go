@@ -216,14 +216,21 @@ func (g *groupConsumers) close() {
 	}
 }
 
-// TestClusterKill9 runs three brokers on etcd under an idempotent acks=all
-// producer and a three-member consumer group, kills one broker with
-// SIGKILL and restarts it: the producer resumes on the other brokers,
-// every acked record is in the log exactly once and in order per
-// partition, and the group consumes every one of them.
+// TestClusterKill9 runs three brokers on etcd, with stream sets (their
+// default), under an idempotent acks=all producer and a three-member
+// consumer group, kills one broker with SIGKILL and restarts it: the
+// producer resumes on the other brokers (which fence the killed broker's
+// write-ahead stream as they take its partitions over), every acked
+// record is in the log exactly once and in order per partition, and the
+// group consumes every one of them.
 func TestClusterKill9(t *testing.T) {
 	c, cl, g, pr := loadedCluster(t, "orders", 2000)
 	ctx := context.Background()
+	for i, p := range c.procs {
+		if !strings.Contains(p.stderr.String(), `msg="stream sets on"`) {
+			t.Fatalf("broker %d does not run stream sets:\n%s", i+1, p.stderr.String())
+		}
+	}
 	killed := time.Now()
 	c.kill(1, syscall.SIGKILL)
 	before := pr.n()
@@ -572,7 +579,6 @@ func TestServeEtcdStartupErrors(t *testing.T) {
 		{"password without user", nil, "etcd: {endpoints: [127.0.0.1:1], password: x}\n", 2, "etcd.username: required with a password"},
 		{"cert without key", nil, "etcd: {endpoints: [127.0.0.1:1], tls: {cert_file: c.pem}}\n", 2, "cert_file and key_file go together"},
 		{"missing ca", nil, "etcd: {endpoints: [127.0.0.1:1], dial_timeout: 1s, tls: {ca_file: " + filepath.Join(dir, "none.pem") + "}}\n", 1, "etcd.tls.ca_file"},
-		{"stream sets on", nil, "etcd: {endpoints: [127.0.0.1:1]}\nstream_sets: {enabled: true}\n", 2, "stream sets are not supported with etcd yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, tc.args...)

@@ -381,7 +381,11 @@ func BenchmarkClusterGracefulMove(b *testing.B) {
 			}
 			line += fmt.Sprintf(", %s: %d moved, longest gap %s (partition %d)", name, moved, worst.Round(time.Millisecond), worstAt)
 		}
-		b.Log(line)
+		var fences int64
+		for i := range c.procs {
+			fences += max(0, c.metric(i, "strata_cluster_partition_fences_total"))
+		}
+		b.Log(line + fmt.Sprintf("; partitions fenced so far: %d", fences))
 	}
 	b.ResetTimer()
 	for range b.N {
