@@ -294,6 +294,9 @@ func (p *partition) open(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return gen, err
 	}
+	if p.b.cl != nil {
+		p.b.cl.opened()
+	}
 	rec := l.Recovery()
 	p.b.log.Debug("partition opened", "topic", p.topic.name, "partition", p.index, "hw", l.HighWatermark(),
 		"replayed_batches", rec.ReplayedBatches, "took", time.Since(start).Round(time.Millisecond))

@@ -28,11 +28,13 @@ const offsetsUnit = "offsets"
 // besides the single-node state: which units it owns, at which epochs.
 type clusterState struct {
 	m *cluster.Member
-	// mu guards owned and offsetsEpoch.
+	// mu guards owned, offsetsEpoch and openCh.
 	mu sync.Mutex
 	// owned maps the units this broker has open to their epochs.
 	owned        map[string]int32
 	offsetsEpoch int32
+	// openCh is closed at the next partition open (openC, opened).
+	openCh chan struct{}
 	// opens counts partition opens after a move to this broker; fences
 	// counts partitions dropped because a newer owner fenced them.
 	opens, fences, releases int64
@@ -428,16 +430,95 @@ func (b *Broker) leaderOf(v *cluster.View, p *partition) (int32, int32, bool) {
 	if _, live := v.Nodes[o.Node]; !live {
 		return -1, -1, false
 	}
-	if o.Node == b.nodeID {
-		// Assigned here but not open (opening, or fenced by a newer owner
-		// this broker has not heard of): no leader to send clients to.
-		// A partition that failed to open is led here: its calls get
-		// KAFKA_STORAGE_ERROR while it is retried.
-		if l, code := p.current(); l == nil && code != kerr.KafkaStorageError.Code {
-			return -1, -1, false
+	// A partition assigned here and still being opened is led from here:
+	// a Produce for it waits for the open (awaitOpen), so clients that
+	// learn of the move go to the new owner at once.
+	return o.Node, o.Epoch, true
+}
+
+// opened wakes the Produce requests waiting for a partition to open.
+func (c *clusterState) opened() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.openCh != nil {
+		close(c.openCh)
+		c.openCh = nil
+	}
+}
+
+// openC returns a channel closed at the next partition open.
+func (c *clusterState) openC() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.openCh == nil {
+		c.openCh = make(chan struct{})
+	}
+	return c.openCh
+}
+
+// openWait bounds how long a Produce waits for a partition assigned to
+// this broker to open: an open after a move takes a fraction of a second;
+// past this the client is told NOT_LEADER_OR_FOLLOWER and retries.
+const openWait = 5 * time.Second
+
+// awaitOpen waits, in a cluster, until p (assigned to this broker and
+// being opened) is open, and returns its log; nil once p is assigned
+// elsewhere, the wait is over or the broker stops.
+func (b *Broker) awaitOpen(p *partition) *sharedlog.Log {
+	if b.cl == nil || p == nil {
+		return nil
+	}
+	timer := time.NewTimer(openWait)
+	defer timer.Stop()
+	for {
+		ch := b.cl.openC()
+		l, code := p.current()
+		switch code {
+		case 0:
+			return l
+		case kerr.KafkaStorageError.Code: // failed to open, retried
+			return nil
+		}
+		if o, ok := b.cl.m.View().Owners[unitOf(p)]; !ok || o.Node != b.nodeID || b.fenced.Load() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return nil
+		case <-b.ctx.Done():
+			return nil
 		}
 	}
-	return o.Node, o.Epoch, true
+}
+
+// leaderHint fills a Produce answer of NOT_LEADER_OR_FOLLOWER for p with
+// the partition's owner (KIP-951: v10+ clients move to it without a
+// metadata refresh) and lists that broker in resp.
+func (b *Broker) leaderHint(resp *kmsg.ProduceResponse, rp *kmsg.ProduceResponseTopicPartition, p *partition) {
+	if b.cl == nil || p == nil || resp.Version < 10 || rp.ErrorCode != kerr.NotLeaderForPartition.Code {
+		return
+	}
+	v := b.cl.m.View()
+	o, ok := v.Owners[unitOf(p)]
+	if !ok || o.Node == b.nodeID {
+		return
+	}
+	n, live := v.Nodes[o.Node]
+	if !live {
+		return
+	}
+	host, port, err := splitAddr(n.Addr)
+	if err != nil {
+		return
+	}
+	rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = o.Node, o.Epoch
+	for _, rb := range resp.Brokers {
+		if rb.NodeID == o.Node {
+			return
+		}
+	}
+	resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: o.Node, Host: host, Port: port})
 }
 
 // fencedInCluster handles a fence of p's log in a cluster: a newer owner

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stratastream/strata/internal/cluster"
 	"github.com/stratastream/strata/internal/testbed"
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -27,13 +28,13 @@ var clusterSeq atomic.Int64
 // nfs directory, coordinated through the etcd testbed, and returns their
 // addresses.
 func startClusterBrokers(t *testing.T, n int) []string {
-	addrs, _, _ := startClusterOn(t, n)
+	addrs, _, _, _ := startClusterOn(t, n)
 	return addrs
 }
 
-// startClusterOn is startClusterBrokers that also returns the cluster name
-// and a store of its own on the brokers' directory.
-func startClusterOn(t *testing.T, n int) ([]string, string, stream.Store) {
+// startClusterOn is startClusterBrokers that also returns the brokers, the
+// cluster name and a store of its own on the brokers' directory.
+func startClusterOn(t *testing.T, n int) ([]string, []*Broker, string, stream.Store) {
 	t.Helper()
 	testbed.SkipShort(t, "the etcd testbed")
 	env, err := testbed.Env("etcd", "STRATA_ETCD_ENDPOINTS")
@@ -43,11 +44,13 @@ func startClusterOn(t *testing.T, n int) ([]string, string, stream.Store) {
 	dir := t.TempDir()
 	name := testClusterName(t)
 	var addrs []string
+	var brokers []*Broker
 	for range n {
-		_, _, addr := joinClusterBroker(t, strings.Split(env["STRATA_ETCD_ENDPOINTS"], ","), name, dir, nil)
+		b, _, addr := joinClusterBroker(t, strings.Split(env["STRATA_ETCD_ENDPOINTS"], ","), name, dir, nil)
 		addrs = append(addrs, addr)
+		brokers = append(brokers, b)
 	}
-	return addrs, name, nfsStore(t, dir)
+	return addrs, brokers, name, nfsStore(t, dir)
 }
 
 // testClusterName is a cluster name of the test's own.
@@ -172,7 +175,7 @@ func metadataOf(cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
 // grows it through another and deletes it through a third; every broker's
 // Metadata follows.
 func TestClusterTopicsOnAnyBroker(t *testing.T) {
-	addrs, name, st := startClusterOn(t, 3)
+	addrs, _, name, st := startClusterOn(t, 3)
 	var cls []*kgo.Client
 	for _, a := range addrs {
 		cls = append(cls, newClient(t, a))
@@ -256,5 +259,112 @@ func TestClusterTopicsOnAnyBroker(t *testing.T) {
 	time.Sleep(time.Second)
 	if got := topicStreams(); len(got) != 0 {
 		t.Fatalf("partition streams left on the storage after DeleteTopics: %v", got)
+	}
+}
+
+// TestClusterProduceNamesLeader sends a Produce for a partition to a
+// broker of the cluster that does not own it: the answer is
+// NOT_LEADER_OR_FOLLOWER naming the owner and its leader epoch, with the
+// owner's address (KIP-951), so that a client moves to it without waiting
+// for a metadata refresh.
+func TestClusterProduceNamesLeader(t *testing.T) {
+	addrs := startClusterBrokers(t, 2)
+	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
+	createTopic(t, cl, "hint", 4, nil)
+	waitSpread(t, cl, "hint", 4, 2)
+	meta, err := metadataOf(cl, "hint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrOf := map[int32]string{}
+	for _, b := range meta.Brokers {
+		addrOf[b.NodeID] = net.JoinHostPort(b.Host, fmt.Sprint(b.Port))
+	}
+	for _, mp := range meta.Topics[0].Partitions {
+		// Ask the broker that does not lead mp.
+		var other string
+		for id, a := range addrOf {
+			if id != mp.Leader {
+				other = a
+			}
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 11, -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "hint"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = mp.Partition, []byte{0}
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), newClient(t, other).SeedBrokers()[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Topics[0].Partitions[0]
+		if got.ErrorCode != kerr.NotLeaderForPartition.Code {
+			t.Fatalf("partition %d through %s (not its leader): error %d, want NOT_LEADER_OR_FOLLOWER", mp.Partition, other, got.ErrorCode)
+		}
+		if got.CurrentLeader.LeaderID != mp.Leader || got.CurrentLeader.LeaderEpoch != mp.LeaderEpoch {
+			t.Fatalf("partition %d: current leader %d at epoch %d in the answer, want %d at %d (from Metadata)",
+				mp.Partition, got.CurrentLeader.LeaderID, got.CurrentLeader.LeaderEpoch, mp.Leader, mp.LeaderEpoch)
+		}
+		var named string
+		for _, b := range resp.Brokers {
+			if b.NodeID == mp.Leader {
+				named = net.JoinHostPort(b.Host, fmt.Sprint(b.Port))
+			}
+		}
+		if named != addrOf[mp.Leader] {
+			t.Fatalf("partition %d: the answer lists the leader at %q, want %s (brokers %+v)", mp.Partition, named, addrOf[mp.Leader], resp.Brokers)
+		}
+	}
+}
+
+// TestClusterProduceWaitsForOpen takes a partition's log away from its
+// owner as a move to it would find it (assigned here, not open yet; the
+// broker opens it at its next look at the cluster, within a second):
+// Metadata names the owner meanwhile, and a Produce sent to it waits for
+// the open and is acked, instead of NOT_LEADER_OR_FOLLOWER and a client's
+// metadata refresh.
+func TestClusterProduceWaitsForOpen(t *testing.T) {
+	addrs, brokers, _, _ := startClusterOn(t, 2)
+	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
+	createTopic(t, cl, "opening", 4, nil)
+	waitSpread(t, cl, "opening", 4, 2)
+	b := brokers[0]
+	var p *partition
+	for i := int32(0); i < 4 && p == nil; i++ {
+		q, _ := b.catalog.partitionOf("opening", i)
+		if l, _ := q.current(); l != nil {
+			p = q
+		}
+	}
+	if p == nil {
+		t.Fatal("broker 1 has no partition of the topic open")
+	}
+	_ = p.closeLog()
+	direct := newClient(t, addrs[0])
+	meta, err := metadataOf(direct, "opening")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := meta.Topics[0].Partitions[p.index].Leader; l != b.nodeID {
+		t.Fatalf("partition %d assigned to node %d and being opened: Metadata names leader %d", p.index, b.nodeID, l)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 11, -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "opening"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p.index, sharedlogtest.Build(sharedlogtest.BatchSpec{Tag: "opening"})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), direct.SeedBrokers()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Topics[0].Partitions[0]; got.ErrorCode != 0 {
+		t.Fatalf("Produce to partition %d while its owner opens it: error %d (%s), want it acked after the open",
+			p.index, got.ErrorCode, kerr.ErrorForCode(got.ErrorCode))
 	}
 }

@@ -41,8 +41,17 @@ func (b *Broker) produce(r *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) fun
 				continue
 			}
 			p, l, code := b.owned(rt.Topic, rpp.Partition, -1)
+			if code == kerr.NotLeaderForPartition.Code && b.cl != nil {
+				// In a cluster: a partition that just moved here is
+				// waited for; one that moved away is named (KIP-951).
+				p, _ = b.catalog.partitionOf(rt.Topic, rpp.Partition)
+				if l = b.awaitOpen(p); l != nil {
+					code = 0
+				}
+			}
 			if code != 0 {
 				rp.ErrorCode = code
+				b.leaderHint(resp, rp, p)
 				continue
 			}
 			items = append(items, produceItem{rp: rp, p: p, l: l, bytes: len(rpp.Records),
@@ -65,6 +74,7 @@ func (b *Broker) produce(r *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) fun
 					it.rp.ErrorMessage = errString(err.Error())
 				}
 				it.p.failed(it.l, err)
+				b.leaderHint(resp, it.rp, it.p)
 				if worst == 0 {
 					worst = it.rp.ErrorCode
 				}

@@ -104,37 +104,6 @@ func (c *etcdConfig) tlsConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// clusterStreamSets turns write-ahead stream sets off for a broker of an
-// etcd-coordinated cluster (a partition moved to another broker would
-// fence the whole write-ahead stream it shares with its old owner's other
-// partitions); set on explicitly, they are refused.
-func clusterStreamSets(cfg *serveConfig) error {
-	off := false
-	check := func(where string, s *streamSetsConfig) error {
-		if s != nil && s.Enabled != nil && *s.Enabled {
-			return fmt.Errorf("%s.enabled: stream sets are not supported with etcd yet (each partition moves alone); remove it or set it false", where)
-		}
-		return nil
-	}
-	if err := check("stream_sets", cfg.StreamSets); err != nil {
-		return err
-	}
-	if cfg.StreamSets == nil {
-		cfg.StreamSets = &streamSetsConfig{}
-	}
-	cfg.StreamSets.Enabled = &off
-	for i := range cfg.Drivers {
-		d := &cfg.Drivers[i]
-		if err := check(fmt.Sprintf("drivers[%d].stream_sets", i), d.StreamSets); err != nil {
-			return err
-		}
-		if d.StreamSets != nil {
-			d.StreamSets.Enabled = &off
-		}
-	}
-	return nil
-}
-
 // storageIdentity names the storage of the cluster's default driver, so
 // that a broker configured for other storage is refused by the cluster
 // instead of fencing its partitions: the embedded default's directory, or

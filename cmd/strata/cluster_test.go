@@ -30,7 +30,7 @@ import (
 )
 
 // etcdTestbed returns the endpoints of the shared etcd testbed.
-func etcdTestbed(t *testing.T) string {
+func etcdTestbed(t testing.TB) string {
 	t.Helper()
 	testbed.SkipShort(t, "the etcd testbed and minutes of load")
 	env, err := testbed.Env("etcd", "STRATA_ETCD_ENDPOINTS")
@@ -46,7 +46,7 @@ var clusterSeq atomic.Int64
 // brokerCluster is three `strata serve --etcd` processes on one data
 // directory.
 type brokerCluster struct {
-	t       *testing.T
+	t       testing.TB
 	bin     string
 	etcd    string
 	name    string
@@ -57,14 +57,14 @@ type brokerCluster struct {
 	envEtcd []string // per broker: the etcd endpoints it is given (default etcd)
 }
 
-func startBrokerCluster(t *testing.T, etcd string, n int) *brokerCluster {
+func startBrokerCluster(t testing.TB, etcd string, n int) *brokerCluster {
 	t.Helper()
 	return startBrokerClusterWith(t, n, func(int) string { return etcd })
 }
 
 // startBrokerClusterWith starts n brokers, broker i given the etcd
 // endpoints etcdOf(i).
-func startBrokerClusterWith(t *testing.T, n int, etcdOf func(int) string) *brokerCluster {
+func startBrokerClusterWith(t testing.TB, n int, etcdOf func(int) string) *brokerCluster {
 	t.Helper()
 	etcd := etcdOf(0)
 	dir := t.TempDir()
@@ -126,7 +126,7 @@ func (c *brokerCluster) client(opts ...kgo.Opt) *kgo.Client {
 
 // leaders returns the leader of each partition of topic as Metadata
 // through cl says (-1: none).
-func leaders(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) ([]int32, int) {
+func leaders(ctx context.Context, t testing.TB, cl *kgo.Client, topic string) ([]int32, int) {
 	t.Helper()
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
@@ -216,14 +216,21 @@ func (g *groupConsumers) close() {
 	}
 }
 
-// TestClusterKill9 runs three brokers on etcd under an idempotent acks=all
-// producer and a three-member consumer group, kills one broker with
-// SIGKILL and restarts it: the producer resumes on the other brokers,
-// every acked record is in the log exactly once and in order per
-// partition, and the group consumes every one of them.
+// TestClusterKill9 runs three brokers on etcd, with stream sets (their
+// default), under an idempotent acks=all producer and a three-member
+// consumer group, kills one broker with SIGKILL and restarts it: the
+// producer resumes on the other brokers (which fence the killed broker's
+// write-ahead stream as they take its partitions over), every acked
+// record is in the log exactly once and in order per partition, and the
+// group consumes every one of them.
 func TestClusterKill9(t *testing.T) {
 	c, cl, g, pr := loadedCluster(t, "orders", 2000)
 	ctx := context.Background()
+	for i, p := range c.procs {
+		if !strings.Contains(p.stderr.String(), `msg="stream sets on"`) {
+			t.Fatalf("broker %d does not run stream sets:\n%s", i+1, p.stderr.String())
+		}
+	}
 	killed := time.Now()
 	c.kill(1, syscall.SIGKILL)
 	before := pr.n()
@@ -273,7 +280,7 @@ func count(ls []int32) int {
 
 // waitLeaders waits until Metadata lists brokers live brokers and a
 // leader for every partition of topic (and ok holds, when set).
-func waitLeaders(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, brokers int, ok func([]int32) bool) []int32 {
+func waitLeaders(ctx context.Context, t testing.TB, cl *kgo.Client, topic string, brokers int, ok func([]int32) bool) []int32 {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -294,7 +301,7 @@ func waitLeaders(ctx context.Context, t *testing.T, cl *kgo.Client, topic string
 
 // waitEveryPartition waits until each of n partitions acked a record
 // after the call.
-func (p *ackedProducer) waitEveryPartition(t *testing.T, n int) {
+func (p *ackedProducer) waitEveryPartition(t testing.TB, n int) {
 	t.Helper()
 	counts := func() map[int32]int {
 		p.mu.Lock()
@@ -539,7 +546,7 @@ func TestClusterCutOffFromEtcd(t *testing.T) {
 }
 
 // nodeOf returns the node id of the broker listening on addr.
-func nodeOf(ctx context.Context, t *testing.T, cl *kgo.Client, addr string) int32 {
+func nodeOf(ctx context.Context, t testing.TB, cl *kgo.Client, addr string) int32 {
 	t.Helper()
 	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
 	if err != nil {
@@ -572,7 +579,6 @@ func TestServeEtcdStartupErrors(t *testing.T) {
 		{"password without user", nil, "etcd: {endpoints: [127.0.0.1:1], password: x}\n", 2, "etcd.username: required with a password"},
 		{"cert without key", nil, "etcd: {endpoints: [127.0.0.1:1], tls: {cert_file: c.pem}}\n", 2, "cert_file and key_file go together"},
 		{"missing ca", nil, "etcd: {endpoints: [127.0.0.1:1], dial_timeout: 1s, tls: {ca_file: " + filepath.Join(dir, "none.pem") + "}}\n", 1, "etcd.tls.ca_file"},
-		{"stream sets on", nil, "etcd: {endpoints: [127.0.0.1:1]}\nstream_sets: {enabled: true}\n", 2, "stream sets are not supported with etcd yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data")}, tc.args...)

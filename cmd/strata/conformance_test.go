@@ -17,7 +17,7 @@ import (
 )
 
 // buildBinary builds a main package of the module into dir.
-func buildBinary(t *testing.T, dir, name, pkg string, ldflags ...string) string {
+func buildBinary(t testing.TB, dir, name, pkg string, ldflags ...string) string {
 	t.Helper()
 	out := filepath.Join(dir, name)
 	args := []string{"build", "-o", out}

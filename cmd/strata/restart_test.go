@@ -143,7 +143,7 @@ func TestServeRestartsKilledDriver(t *testing.T) {
 }
 
 // createTopic creates a topic with n partitions through cl.
-func createTopic(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, n int32) {
+func createTopic(ctx context.Context, t testing.TB, cl *kgo.Client, topic string, n int32) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()

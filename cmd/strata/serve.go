@@ -239,9 +239,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err := cfg.Etcd.check(); err != nil {
 			return bad("%v", err)
 		}
-		if err := clusterStreamSets(&cfg); err != nil {
-			return bad("%v", err)
-		}
 	}
 	var level slog.Level
 	if cfg.LogLevel != "" {

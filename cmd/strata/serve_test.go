@@ -29,7 +29,7 @@ import (
 	"github.com/stratastream/strata/stream/wal"
 )
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -62,7 +62,7 @@ func startServe(t *testing.T, bin string, args ...string) *serveProc {
 
 // startServeCmd starts cmd, a `strata serve` command line, and waits until
 // it listens.
-func startServeCmd(t *testing.T, cmd *exec.Cmd) *serveProc {
+func startServeCmd(t testing.TB, cmd *exec.Cmd) *serveProc {
 	t.Helper()
 	p, err := tryStartServeCmd(t, cmd)
 	if err != nil {
@@ -76,7 +76,7 @@ func startServeCmd(t *testing.T, cmd *exec.Cmd) *serveProc {
 var errPortTaken = errors.New("a port was taken")
 
 // tryStartServeCmd is startServeCmd returning its failure.
-func tryStartServeCmd(t *testing.T, cmd *exec.Cmd) (*serveProc, error) {
+func tryStartServeCmd(t testing.TB, cmd *exec.Cmd) (*serveProc, error) {
 	t.Helper()
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
@@ -202,7 +202,7 @@ func (p *ackedProducer) n() int {
 }
 
 // wait waits until k records were acked.
-func (p *ackedProducer) wait(t *testing.T, k int) {
+func (p *ackedProducer) wait(t testing.TB, k int) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for p.n() < k {
@@ -215,7 +215,7 @@ func (p *ackedProducer) wait(t *testing.T, k int) {
 
 // finish stops producing, flushes and returns the acked records; any
 // failed produce fails the test.
-func (p *ackedProducer) finish(ctx context.Context, t *testing.T, cl *kgo.Client) map[string]int32 {
+func (p *ackedProducer) finish(ctx context.Context, t testing.TB, cl *kgo.Client) map[string]int32 {
 	t.Helper()
 	close(p.stop)
 	p.wg.Wait()
@@ -233,7 +233,7 @@ func (p *ackedProducer) finish(ctx context.Context, t *testing.T, cl *kgo.Client
 // consumeAcked reads topic from the start through the broker at addr and
 // checks that every acked record is there exactly once, on its partition,
 // in order per partition.
-func consumeAcked(ctx context.Context, t *testing.T, addr, topic string, acked map[string]int32) {
+func consumeAcked(ctx context.Context, t testing.TB, addr, topic string, acked map[string]int32) {
 	t.Helper()
 	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
