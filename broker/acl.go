@@ -53,7 +53,7 @@ type aclStore struct {
 	super []string
 
 	writeMu sync.Mutex // serializes appends; guards s
-	s       stream.Stream
+	s       *stream.Stream
 
 	mu   sync.RWMutex
 	acls []acl

@@ -32,7 +32,7 @@ func secureBroker(t *testing.T, sec Security, l Listener) (*Broker, string) {
 	return secureBrokerOn(t, st, sec, l)
 }
 
-func secureBrokerOn(t *testing.T, st stream.Store, sec Security, l Listener) (*Broker, string) {
+func secureBrokerOn(t *testing.T, st *stream.Store, sec Security, l Listener) (*Broker, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

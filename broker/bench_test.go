@@ -55,7 +55,7 @@ func BenchmarkKgoMinIO(b *testing.B) {
 
 // minioStore opens the s3 driver on the MinIO testbed (testbed/up minio)
 // under prefix.
-func minioStore(tb testing.TB, prefix string) stream.Store {
+func minioStore(tb testing.TB, prefix string) *stream.Store {
 	tb.Helper()
 	env, err := testbed.Env("minio", "STRATA_S3_CONFIG")
 	if err != nil {
@@ -130,9 +130,9 @@ func BenchmarkTakeoverMinIO(b *testing.B) {
 }
 
 // backendStats reads st's request counts.
-func backendStats(tb testing.TB, st stream.Store) stream.RequestStats {
+func backendStats(tb testing.TB, st *stream.Store) stream.RequestStats {
 	tb.Helper()
-	v, err := st.(stream.StatsReporter).BackendStats(context.Background())
+	v, err := st.BackendStats(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func backendStats(tb testing.TB, st stream.Store) stream.RequestStats {
 }
 
 // benchBroker runs the max and paced benchmarks on a broker on st.
-func benchBroker(b *testing.B, st stream.Store) {
+func benchBroker(b *testing.B, st *stream.Store) {
 	b.Cleanup(func() { _ = st.Close() })
 	_, addr := startBroker(b, st, nil)
 	b.Run("max", func(b *testing.B) { benchKgo(b, addr, 0) })

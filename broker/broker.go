@@ -26,7 +26,7 @@ type Route struct {
 	// Driver names the store in logs and metrics.
 	Driver string
 	// Store holds the matching topics' partitions.
-	Store stream.Store
+	Store *stream.Store
 }
 
 // Config configures a Broker. Store and Advertise are required; every other
@@ -38,7 +38,7 @@ type Config struct {
 	Cluster string
 	// Store is the default store: it holds the cluster's own streams
 	// (catalog, offsets, producer ids) and every topic no Route matches.
-	Store stream.Store
+	Store *stream.Store
 	// Driver names the default store in logs and metrics (default the
 	// store's Info().Driver).
 	Driver string
@@ -407,7 +407,7 @@ func (b *Broker) startErr(ctx context.Context, err error) error {
 // latestEpoch reads the newest broker epoch allocated on the cluster (0
 // when the store cannot open streams read-only), on a session of its own.
 func (b *Broker) latestEpoch(ctx context.Context) (int32, error) {
-	var s stream.Stream
+	var s *stream.Stream
 	defer func() {
 		if s != nil {
 			_ = s.Close()
@@ -419,7 +419,7 @@ func (b *Broker) latestEpoch(ctx context.Context) (int32, error) {
 // refreshEpoch reads the newest broker epoch on the read-only session *s,
 // opened on first use and again after an error (0 when the store cannot
 // open streams read-only).
-func (b *Broker) refreshEpoch(ctx context.Context, s *stream.Stream) (int32, error) {
+func (b *Broker) refreshEpoch(ctx context.Context, s **stream.Stream) (int32, error) {
 	if *s == nil {
 		if !b.cfg.Store.Info().ReadOnlyOpen {
 			return 0, nil
@@ -451,7 +451,7 @@ func (b *Broker) watchFence() {
 	defer t.Stop()
 	// One read-only session, refreshed by each check: opening one per
 	// check cost tens of backend reads every FenceCheckInterval.
-	var epochs stream.Stream
+	var epochs *stream.Stream
 	defer func() {
 		if epochs != nil {
 			_ = epochs.Close()
@@ -525,7 +525,7 @@ func validName(s string) error {
 
 // producerIDs hands out producer ids from blocks reserved on the store.
 type producerIDs struct {
-	store stream.Store
+	store *stream.Store
 	name  string
 	mu    sync.Mutex
 	next  int64

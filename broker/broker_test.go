@@ -21,7 +21,7 @@ import (
 
 // nfsStore opens the nfs driver on a fresh directory (fsync off: the tests
 // check protocol behaviour, not the host's durability).
-func nfsStore(t testing.TB, dir string) stream.Store {
+func nfsStore(t testing.TB, dir string) *stream.Store {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -42,7 +42,7 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 // startBroker runs a broker on st listening on a free local port.
-func startBroker(t testing.TB, st stream.Store, mod func(*Config)) (*Broker, string) {
+func startBroker(t testing.TB, st *stream.Store, mod func(*Config)) (*Broker, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -36,7 +36,7 @@ type topic struct {
 	id      [16]byte
 	configs map[string]string
 	driver  string
-	store   stream.Store
+	store   *stream.Store
 	parts   []*partition // grows by CreatePartitions; guarded by catalog.mu
 	logOnce sync.Once
 	log     *slog.Logger // the broker's logger with the topic, shared by its partitions
@@ -68,7 +68,7 @@ type partition struct {
 // this broker holds open read-write at its epoch.
 type catalog struct {
 	b       *Broker
-	s       stream.Stream
+	s       *stream.Stream
 	adminMu sync.Mutex // serializes creates, deletes and partition changes
 
 	mu     sync.RWMutex
@@ -105,13 +105,13 @@ func decodeCatalogRecord(payload []byte) (catalogRecord, error) {
 }
 
 // readStream calls fn with every batch payload of s, in order.
-func readStream(ctx context.Context, s stream.Stream, fn func([]byte) error) error {
+func readStream(ctx context.Context, s *stream.Stream, fn func([]byte) error) error {
 	return readStreamFrom(ctx, s, s.StartOffset(), func(bt stream.Batch) error { return fn(bt.Payload) })
 }
 
 // readStreamFrom calls fn with every batch of s from offset from (a batch
 // boundary) to its NextOffset, in order.
-func readStreamFrom(ctx context.Context, s stream.Stream, from int64, fn func(stream.Batch) error) error {
+func readStreamFrom(ctx context.Context, s *stream.Stream, from int64, fn func(stream.Batch) error) error {
 	for off := from; off < s.NextOffset(); {
 		bs, err := s.Fetch(ctx, off, stream.NoEnd, 0)
 		if err != nil {
@@ -199,7 +199,7 @@ func (c *catalog) newPartition(t *topic, i int32) *partition {
 }
 
 // storeFor returns the store that holds topic name.
-func (b *Broker) storeFor(name string) (string, stream.Store) {
+func (b *Broker) storeFor(name string) (string, *stream.Store) {
 	for _, r := range b.cfg.Routes {
 		if len(name) >= len(r.Prefix) && name[:len(r.Prefix)] == r.Prefix {
 			return r.Driver, r.Store

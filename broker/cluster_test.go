@@ -34,7 +34,7 @@ func startClusterBrokers(t *testing.T, n int) []string {
 
 // startClusterOn is startClusterBrokers that also returns the brokers, the
 // cluster name and a store of its own on the brokers' directory.
-func startClusterOn(t *testing.T, n int) ([]string, []*Broker, string, stream.Store) {
+func startClusterOn(t *testing.T, n int) ([]string, []*Broker, string, *stream.Store) {
 	t.Helper()
 	testbed.SkipShort(t, "the etcd testbed")
 	env, err := testbed.Env("etcd", "STRATA_ETCD_ENDPOINTS")

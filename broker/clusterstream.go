@@ -18,7 +18,7 @@ import (
 // with apply (appends whose outcome it never learned), and payload is
 // appended again unless it is the last of them. If the driver is still
 // down the first error is returned and a later call tries again.
-func (b *Broker) appendCluster(ctx context.Context, s *stream.Stream, payload []byte, apply func([]byte) error) (stream.AppendResult, error) {
+func (b *Broker) appendCluster(ctx context.Context, s **stream.Stream, payload []byte, apply func([]byte) error) (stream.AppendResult, error) {
 	batch := stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload}
 	read := (*s).NextOffset() // the caller's mutex serializes appends: all before it were read
 	res, err := stream.Append(ctx, *s, batch)
@@ -43,7 +43,7 @@ func (b *Broker) appendCluster(ctx context.Context, s *stream.Stream, payload []
 // reopenCluster opens old's stream again at the broker epoch and replays
 // with apply the records from offset read on. If the last of them is
 // payload, its offsets are returned as landed and it is not applied.
-func (b *Broker) reopenCluster(ctx context.Context, old stream.Stream, read int64, payload []byte, apply func([]byte) error) (stream.Stream, *stream.AppendResult, error) {
+func (b *Broker) reopenCluster(ctx context.Context, old *stream.Stream, read int64, payload []byte, apply func([]byte) error) (*stream.Stream, *stream.AppendResult, error) {
 	ns, err := b.cfg.Store.Open(ctx, old.Name(), stream.OpenOptions{Epoch: uint64(b.epoch)})
 	if err != nil {
 		b.checkFenced(err, "reopening "+old.Name())

@@ -20,7 +20,7 @@ import (
 // batch never reached the store). Later calls on that session fail with
 // ErrUnavailable; a new Open works.
 type dyingStore struct {
-	stream.Store
+	stream.DriverStore
 	mu   sync.Mutex
 	next map[string]string // name suffix -> mode
 }
@@ -43,16 +43,16 @@ func (d *dyingStore) take(name string) string {
 	return ""
 }
 
-func (d *dyingStore) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
-	s, err := d.Store.Open(ctx, name, opts)
+func (d *dyingStore) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
+	s, err := d.DriverStore.Open(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &dyingStream{Stream: s, d: d}, nil
+	return &dyingStream{DriverStream: s, d: d}, nil
 }
 
 type dyingStream struct {
-	stream.Stream
+	stream.DriverStream
 	d    *dyingStore
 	dead atomic.Bool
 }
@@ -67,14 +67,14 @@ func (s *dyingStream) Append(ctx context.Context, b stream.Batch) *stream.Append
 		s.dead.Store(true)
 		return stream.FailedAppend(gone)
 	case "landed":
-		_, err := stream.Append(ctx, s.Stream, b)
+		_, err := stream.Append(ctx, s.DriverStream, b)
 		s.dead.Store(true)
 		if err != nil {
 			return stream.FailedAppend(err)
 		}
 		return stream.FailedAppend(gone)
 	}
-	return s.Stream.Append(ctx, b)
+	return s.DriverStream.Append(ctx, b)
 }
 
 // TestClusterStreamsSurviveLostSession: the catalog and offsets streams'
@@ -83,8 +83,9 @@ func (s *dyingStream) Append(ctx context.Context, b stream.Batch) *stream.Append
 // OffsetCommit still succeed, each record is in its stream exactly once,
 // and a broker taking over sees every topic and offset.
 func TestClusterStreamsSurviveLostSession(t *testing.T) {
-	st := &dyingStore{Store: nfsStore(t, ""), next: map[string]string{}}
-	_, addr := startBroker(t, st, nil)
+	base := nfsStore(t, "")
+	st := &dyingStore{DriverStore: base.Driver(), next: map[string]string{}}
+	_, addr := startBroker(t, stream.NewStore(st), nil)
 	cl := newClient(t, addr)
 	for i, mode := range []string{"landed", "lost"} {
 		st.dieOnNextAppend("/__topics", mode)
@@ -100,7 +101,7 @@ func TestClusterStreamsSurviveLostSession(t *testing.T) {
 
 	// The catalog holds each create once.
 	ctx := context.Background()
-	s, err := st.Store.Open(ctx, "strata/__topics", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	s, err := base.Open(ctx, "strata/__topics", stream.OpenOptions{Mode: stream.ModeReadOnly})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestClusterStreamsSurviveLostSession(t *testing.T) {
 	}
 
 	// A broker taking over sees both topics and both offsets.
-	_, addr2 := startBroker(t, st.Store, nil)
+	_, addr2 := startBroker(t, base, nil)
 	cl2 := newClient(t, addr2)
 	if got := committedSum(t, cl2, "g"); got != 10+11 {
 		t.Fatalf("after takeover: committed offsets sum to %d, want 21", got)

@@ -9,8 +9,8 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// DriverHealth is an optional interface of a Store whose driver runs apart
-// from the broker and can be down for a while, such as a
+// DriverHealth is an optional interface of a Store's driver (Store.Driver)
+// that runs apart from the broker and can be down for a while, such as a
 // plugin.Supervisor, which restarts a driver process that died. While a
 // store's driver is down the broker is not ready (/readyz answers 503 and
 // strata_broker_ready is 0); strata_driver_up and
@@ -33,14 +33,14 @@ type driverStatus struct {
 // store once.
 func (b *Broker) namedStores() []struct {
 	driver string
-	store  stream.Store
+	store  *stream.Store
 } {
 	type named = struct {
 		driver string
-		store  stream.Store
+		store  *stream.Store
 	}
 	out := []named{{b.cfg.Driver, b.cfg.Store}}
-	seen := map[stream.Store]bool{b.cfg.Store: true}
+	seen := map[*stream.Store]bool{b.cfg.Store: true}
 	for _, r := range b.cfg.Routes {
 		if r.Store == nil || seen[r.Store] {
 			continue
@@ -59,7 +59,7 @@ func (b *Broker) namedStores() []struct {
 func (b *Broker) driverHealth() []driverStatus {
 	var out []driverStatus
 	for _, n := range b.namedStores() {
-		if h, ok := n.store.(DriverHealth); ok {
+		if h, ok := n.store.Driver().(DriverHealth); ok {
 			out = append(out, driverStatus{name: n.driver, up: h.DriverUp(), restarts: h.DriverRestarts()})
 		}
 	}

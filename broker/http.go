@@ -54,11 +54,7 @@ func (b *Broker) Handler() http.Handler {
 func (b *Broker) backendStats(ctx context.Context) map[string]stream.RequestStats {
 	out := map[string]stream.RequestStats{}
 	for _, n := range b.namedStores() {
-		r, ok := n.store.(stream.StatsReporter)
-		if !ok {
-			continue
-		}
-		v, err := r.BackendStats(ctx)
+		v, err := n.store.BackendStats(ctx)
 		if err != nil {
 			continue
 		}

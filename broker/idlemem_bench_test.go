@@ -43,14 +43,14 @@ func BenchmarkIdlePartitions(b *testing.B) {
 	for _, sets := range []bool{true, false} {
 		name := map[bool]string{true: "sets=on", false: "sets=off"}[sets]
 		b.Run(name, func(b *testing.B) {
-			var st stream.Store = nfsStore(b, "")
+			var st *stream.Store = nfsStore(b, "")
 			if sets {
 				ws, err := wal.NewStore(st, wal.Options{})
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { _ = ws.Close() })
-				st = ws
+				st = stream.NewStore(ws)
 			}
 			br, _ := startBroker(b, st, func(c *Config) {
 				c.MaxPartitions = 1 << 30

@@ -29,7 +29,7 @@ type tp struct {
 // (one JSON batch per OffsetCommit) and in memory.
 type offsetStore struct {
 	b *Broker
-	s stream.Stream
+	s *stream.Stream
 
 	// commitMu serializes appends and compactions; batches counts the
 	// batches since the last snapshot.

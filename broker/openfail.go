@@ -46,11 +46,11 @@ func takeoverErr(ctx context.Context, parts []*partition, failed []openFailure) 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("broker: opening %d partitions: %w (first failure: %w)", len(parts), err, failed[0].err)
 	}
-	total := map[stream.Store]int{}
+	total := map[*stream.Store]int{}
 	for _, p := range parts {
 		total[p.topic.store]++
 	}
-	down := map[stream.Store]int{}
+	down := map[*stream.Store]int{}
 	for _, f := range failed {
 		if unavailable(f.err) {
 			down[f.p.topic.store]++

@@ -180,7 +180,7 @@ func TestCorruptPartitionDoesNotStopTakeover(t *testing.T) {
 // of it as failed.
 func TestTakeoverFailsWhenAStoreIsDown(t *testing.T) {
 	routed := nfsStore(t, "")
-	route := func(st stream.Store) func(*Config) {
+	route := func(st *stream.Store) func(*Config) {
 		return func(c *Config) { c.Routes = []Route{{Prefix: "r-", Driver: "routed", Store: st}} }
 	}
 	b1, addr := startBroker(t, nfsStore(t, ""), route(routed))

@@ -113,17 +113,17 @@ func checkConsumedSet(t *testing.T, acked, got []record) {
 // named at, then opens it: another broker's whole start between this
 // broker's epoch allocation and its catalog open.
 type raceStore struct {
-	stream.Store
+	stream.DriverStore
 	at     string
 	once   sync.Once
 	before func()
 }
 
-func (s *raceStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
+func (s *raceStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
 	if name == s.at {
 		s.once.Do(s.before)
 	}
-	return s.Store.Open(ctx, name, o)
+	return s.DriverStore.Open(ctx, name, o)
 }
 
 // TestStartLostToNewerBroker: a broker that loses a simultaneous start (a
@@ -133,14 +133,14 @@ func (s *raceStore) Open(ctx context.Context, name string, o stream.OpenOptions)
 func TestStartLostToNewerBroker(t *testing.T) {
 	dir := t.TempDir()
 	var winner *Broker
-	st := &raceStore{Store: nfsStore(t, dir), at: "strata/__topics", before: func() {
+	st := &raceStore{DriverStore: nfsStore(t, dir).Driver(), at: "strata/__topics", before: func() {
 		var err error
 		winner, err = New(context.Background(), Config{Store: nfsStore(t, dir), Advertise: "127.0.0.1:1", Logger: testLogger(t)})
 		if err != nil {
 			t.Errorf("the newer broker's New: %v", err)
 		}
 	}}
-	_, err := New(context.Background(), Config{Store: st, Advertise: "127.0.0.1:1", Logger: testLogger(t)})
+	_, err := New(context.Background(), Config{Store: stream.NewStore(st), Advertise: "127.0.0.1:1", Logger: testLogger(t)})
 	if winner != nil {
 		defer winner.Close()
 	}
@@ -185,13 +185,13 @@ func TestSupersededAfterTakeover(t *testing.T) {
 // that broker's WAL).
 func TestSupersededOnStreamSets(t *testing.T) {
 	dir := t.TempDir()
-	sets := func() stream.Store {
+	sets := func() *stream.Store {
 		s, err := wal.NewStore(nfsStore(t, dir), wal.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		return s
+		return stream.NewStore(s)
 	}
 	a, _ := startBroker(t, sets(), nil)
 	time.Sleep(3 * a.cfg.FenceCheckInterval) // a few polls on the open session first

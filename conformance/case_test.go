@@ -14,7 +14,7 @@ import (
 // Skipf, a panic and a timeout each give the right status and message, and
 // cleanups always run.
 func TestRunCaseOutcomes(t *testing.T) {
-	h := Harness{NewStore: func(t T) stream.Store { t.Fatalf("not used"); return nil }}
+	h := Harness{NewStore: func(t T) *stream.Store { t.Fatalf("not used"); return nil }}
 	for _, tc := range []struct {
 		name    string
 		run     func(e *env)
@@ -60,7 +60,7 @@ func TestRandomisedCaseLogsSeed(t *testing.T) {
 		}
 		e.t.Errorf("failed")
 	}}
-	h := Harness{NewStore: func(t T) stream.Store { return nil }}
+	h := Harness{NewStore: func(t T) *stream.Store { return nil }}
 	r := RunCase(context.Background(), h, c, RunOptions{Seed: 99})
 	if !strings.Contains(strings.Join(r.Log, "\n"), "--seed 99") {
 		t.Fatalf("log does not name the seed: %q", r.Log)

@@ -520,7 +520,7 @@ func caseSuppliedChecksum(e *env) {
 	sizes := slices.DeleteFunc(slices.Clone(suppliedSizes), func(n int) bool {
 		return e.info.MaxBatchBytes > 0 && n+64 > e.info.MaxBatchBytes
 	})
-	var s2 stream.Store
+	var s2 *stream.Store
 	if e.h.Second != nil {
 		s2 = e.second(s)
 	}
@@ -565,7 +565,7 @@ func caseSuppliedChecksum(e *env) {
 			}
 			continue
 		}
-		check := func(reader string, st stream.Stream) {
+		check := func(reader string, st *stream.Stream) {
 			bs, err := st.Fetch(e.ctx, r.BaseOffset, r.NextOffset, 0)
 			for _, got := range bs {
 				if got.BaseOffset == r.BaseOffset {

@@ -63,7 +63,7 @@ func (e *env) stopBackend() {
 }
 
 // retryOpen opens name at epoch, retrying ErrUnavailable until the bound.
-func (e *env) retryOpen(s stream.Store, name string, epoch uint64) stream.Stream {
+func (e *env) retryOpen(s *stream.Store, name string, epoch uint64) *stream.Stream {
 	e.t.Helper()
 	deadline := time.Now().Add(e.h.unavailableWithin())
 	for {

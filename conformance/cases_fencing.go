@@ -51,7 +51,7 @@ func caseLowerRefused(e *env) {
 	acks := e.appendMany(first, "lr", 5, 50)
 	cur := e.open(s2, name, 10)
 	for _, tc := range []struct {
-		s     stream.Store
+		s     *stream.Store
 		epoch uint64
 	}{{s1, 9}, {s2, 9}, {s1, 3}, {s2, 1}, {s1, 0}} {
 		_, err := tc.s.Open(e.ctx, name, stream.OpenOptions{Epoch: tc.epoch})
@@ -90,7 +90,7 @@ func caseSameEpochSameStore(e *env) {
 
 // opened is the result of an open run in its own goroutine.
 type opened struct {
-	st  stream.Stream
+	st  *stream.Stream
 	err error
 }
 
@@ -98,7 +98,7 @@ func caseStaleWriterInflight(e *env) {
 	s1 := e.store()
 	e.needSecond()
 	s2 := e.second(s1)
-	stores := []stream.Store{s1, s2}
+	stores := []*stream.Store{s1, s2}
 	name := e.name("s")
 	var all []acked
 	owner := e.open(s1, name, 1)
@@ -179,7 +179,7 @@ func caseTrimRacesFence(e *env) {
 	s1 := e.store()
 	e.needSecond()
 	s2 := e.second(s1)
-	stores := []stream.Store{s1, s2}
+	stores := []*stream.Store{s1, s2}
 	name := e.name("s")
 	owner := e.open(s1, name, 1)
 	var all []acked
@@ -236,10 +236,10 @@ func casePingPong(e *env) {
 	s1 := e.store()
 	e.needSecond()
 	s2 := e.second(s1)
-	stores := []stream.Store{s1, s2}
+	stores := []*stream.Store{s1, s2}
 	name := e.name("s")
 	type session struct {
-		st     stream.Stream
+		st     *stream.Stream
 		outs   []outcome
 		stop   chan struct{} // closed once a newer session opened
 		done   chan struct{}

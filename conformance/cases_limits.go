@@ -26,7 +26,7 @@ var _ = register(FamilyLimits,
 
 // intact fails the case unless st still holds exactly acks and nothing
 // else, from offset 0.
-func (e *env) intact(what string, st stream.Stream, acks []acked) {
+func (e *env) intact(what string, st *stream.Stream, acks []acked) {
 	e.t.Helper()
 	if st.NextOffset() != endOf(acks) {
 		e.t.Fatalf("%s: NextOffset %d, want %d (data changed)", what, st.NextOffset(), endOf(acks))
@@ -279,7 +279,7 @@ func caseUseAfterClose(e *env) {
 	e.wantErr("Fetch on a closed stream", err, stream.ErrClosed)
 	e.wantErr("Trim on a closed stream", st.Trim(e.ctx, 1), stream.ErrClosed)
 
-	var other stream.Store
+	var other *stream.Store
 	if e.h.Second != nil {
 		other = e.second(s)
 	}

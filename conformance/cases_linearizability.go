@@ -229,7 +229,7 @@ func (r *linRecorder) add(client int, in linInput, call int64, out linOutput) {
 	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 }
 
-func (r *linRecorder) append(client int, st stream.Stream, session int, id int64, size int) {
+func (r *linRecorder) append(client int, st *stream.Stream, session int, id int64, size int) {
 	b := stream.Batch{Count: uint32(1 + id%4), Timestamp: id, Payload: payload("lin", int(id), size)}
 	r.mu.Lock()
 	r.payloads[id] = b.Payload
@@ -252,7 +252,7 @@ func (r *linRecorder) append(client int, st stream.Stream, session int, id int64
 
 // fetch records a fetch and returns its batches (nil after an unexpected
 // error, which fails the case at check).
-func (r *linRecorder) fetch(client int, st stream.Stream, start int64, maxBytes int) []stream.Batch {
+func (r *linRecorder) fetch(client int, st *stream.Stream, start int64, maxBytes int) []stream.Batch {
 	in := linInput{Kind: linFetch, Offset: start, MaxBytes: maxBytes}
 	call := r.now()
 	bs, err := st.Fetch(r.ctx, start, stream.NoEnd, maxBytes)
@@ -286,7 +286,7 @@ func (r *linRecorder) fetch(client int, st stream.Stream, start int64, maxBytes 
 // fenced append as landed at the offset the read found it, or as not
 // landed. The contract makes every reader agree on the log, so this read
 // is the fate of every unacked append.
-func (r *linRecorder) resolveFenced(st stream.Stream) {
+func (r *linRecorder) resolveFenced(st *stream.Stream) {
 	where := map[int64]int64{}
 	for off, next := st.StartOffset(), st.NextOffset(); off < next; {
 		bs := r.fetch(98, st, off, 1<<20)
@@ -314,7 +314,7 @@ func (r *linRecorder) resolveFenced(st stream.Stream) {
 	}
 }
 
-func (r *linRecorder) trim(client int, st stream.Stream, session int, to int64) {
+func (r *linRecorder) trim(client int, st *stream.Stream, session int, to int64) {
 	in := linInput{Kind: linTrim, Session: session, Offset: to}
 	call := r.now()
 	err := st.Trim(r.ctx, to)
@@ -332,7 +332,7 @@ func (r *linRecorder) trim(client int, st stream.Stream, session int, to int64) 
 }
 
 // open opens name read-write on s at epoch as writer session session.
-func (r *linRecorder) open(client int, s stream.Store, name string, epoch uint64, session int) (stream.Stream, error) {
+func (r *linRecorder) open(client int, s *stream.Store, name string, epoch uint64, session int) (*stream.Stream, error) {
 	call := r.now()
 	st, err := s.Open(r.ctx, name, stream.OpenOptions{Epoch: epoch})
 	if err != nil {
@@ -413,7 +413,7 @@ func caseLinSingleSession(e *env) {
 
 func caseLinCrossStore(e *env) {
 	_, s2, name, w := e.readerSetup()
-	readers := []stream.Stream{e.openRO(s2, name), e.openRO(s2, name)}
+	readers := []*stream.Stream{e.openRO(s2, name), e.openRO(s2, name)}
 	rec := newLinRecorder(e.ctx)
 	per := e.h.scaled(60)
 	var wg sync.WaitGroup
@@ -451,24 +451,24 @@ func caseLinTakeovers(e *env) {
 	s1 := e.store()
 	e.needSecond()
 	s2 := e.second(s1)
-	stores := []stream.Store{s1, s2}
+	stores := []*stream.Store{s1, s2}
 	name := e.name("s")
 	if err := s1.Create(e.ctx, name); err != nil {
 		e.t.Fatalf("create %q: %v", name, err)
 	}
-	var readers []stream.Stream
+	var readers []*stream.Stream
 	if s1.Info().ReadOnlyOpen {
-		readers = []stream.Stream{e.openRO(s1, name), e.openRO(s2, name)}
+		readers = []*stream.Stream{e.openRO(s1, name), e.openRO(s2, name)}
 	}
 	rec := newLinRecorder(e.ctx)
 	type session struct {
 		id int
-		st stream.Stream
+		st *stream.Stream
 	}
 	var (
 		cur      atomic.Pointer[session]
 		openMu   sync.Mutex
-		opened   []stream.Stream
+		opened   []*stream.Stream
 		openErr  error
 		sessions = 1
 	)

@@ -23,7 +23,7 @@ func caseROSeesAcked(e *env) {
 	e.wantOffsets("reader of an empty stream", early, 0, 0)
 	acks := e.appendMany(w, "rosa", 50, 300)
 	late := e.openRO(s2, name)
-	for what, r := range map[string]stream.Stream{"reader opened before the appends": early, "reader opened after the appends": late} {
+	for what, r := range map[string]*stream.Stream{"reader opened before the appends": early, "reader opened after the appends": late} {
 		log := e.readAll(r)
 		if len(log) != len(acks) {
 			e.t.Fatalf("%s read %d batches, %d were acked", what, len(log), len(acks))
@@ -117,7 +117,7 @@ func endOfLog(log []stream.Batch) int64 {
 func caseRODoesNotFence(e *env) {
 	s1, s2, name, w := e.readerSetup()
 	acks := e.appendMany(w, "rdnf", 5, 100)
-	for i, s := range []stream.Store{s2, s1, s2} {
+	for i, s := range []*stream.Store{s2, s1, s2} {
 		r := e.openRO(s, name)
 		if r.Epoch() != 0 {
 			e.t.Fatalf("read-only session reports epoch %d, want 0", r.Epoch())

@@ -3,8 +3,6 @@ package conformance
 import (
 	"context"
 	"errors"
-
-	"github.com/stratastream/strata/stream"
 )
 
 var _ = register(FamilyContract,
@@ -13,10 +11,7 @@ var _ = register(FamilyContract,
 
 func caseBackendStats(e *env) {
 	s := e.store()
-	r, ok := s.(stream.StatsReporter)
-	if !ok {
-		e.t.Skipf("driver %q: the Store does not implement stream.StatsReporter", s.Info().Driver)
-	}
+	r := s
 	before, err := r.BackendStats(e.ctx)
 	if errors.Is(err, errors.ErrUnsupported) {
 		e.t.Skipf("driver %q does not count its backend requests: %v", s.Info().Driver, err)

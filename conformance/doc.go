@@ -6,7 +6,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Harness{
-//			NewStore: func(t conformance.T) stream.Store { ... },
+//			NewStore: func(t conformance.T) *stream.Store { ... },
 //			Second:   func(t conformance.T, s stream.Store) stream.Store { ... },
 //			Crash:    func(t conformance.T, s stream.Store) stream.Store { ... },
 //		})

@@ -92,7 +92,7 @@ func nameHash(s string) uint64 {
 
 // store opens a store for the case (Harness.NewStore) and closes it when the
 // case ends.
-func (e *env) store() stream.Store {
+func (e *env) store() *stream.Store {
 	e.t.Helper()
 	s := e.h.NewStore(e.t)
 	if s == nil {
@@ -105,8 +105,8 @@ func (e *env) store() stream.Store {
 }
 
 // noteEngine records whether s runs on the chunked engine in this process.
-func (e *env) noteEngine(s stream.Store) {
-	if _, ok := s.(*chunked.Store); ok {
+func (e *env) noteEngine(s *stream.Store) {
+	if _, ok := s.Driver().(*chunked.Store); ok {
 		e.engine = true
 	}
 }
@@ -115,7 +115,7 @@ func (e *env) noteEngine(s stream.Store) {
 // abandoned sessions and clients would otherwise run on (a real crash ends
 // them with its process); out of process its driver is dead and Close only
 // releases the host's side.
-func (e *env) closeLater(s stream.Store) {
+func (e *env) closeLater(s *stream.Store) {
 	e.t.Cleanup(func() { _ = s.Close() })
 }
 
@@ -128,7 +128,7 @@ func (e *env) needSecond() {
 }
 
 // second opens an independent store on s's namespace (Harness.Second).
-func (e *env) second(s stream.Store) stream.Store {
+func (e *env) second(s *stream.Store) *stream.Store {
 	e.t.Helper()
 	e.needSecond()
 	s2 := e.h.Second(e.t, s)
@@ -142,7 +142,7 @@ func (e *env) second(s stream.Store) stream.Store {
 
 // needCrash skips the case when the harness cannot crash a store in a way
 // that keeps acknowledged data by the driver's declared capabilities.
-func (e *env) needCrash(s stream.Store) {
+func (e *env) needCrash(s *stream.Store) {
 	e.t.Helper()
 	if e.h.Crash == nil {
 		e.t.Skipf("Harness.Crash is nil: the harness declares no crash hook")
@@ -153,7 +153,7 @@ func (e *env) needCrash(s stream.Store) {
 }
 
 // crash crashes s (Harness.Crash) and returns the new store.
-func (e *env) crash(s stream.Store) stream.Store {
+func (e *env) crash(s *stream.Store) *stream.Store {
 	e.t.Helper()
 	e.needCrash(s)
 	s2 := e.h.Crash(e.t, s)
@@ -165,7 +165,7 @@ func (e *env) crash(s stream.Store) stream.Store {
 }
 
 // needReadOnly skips the case when the driver declares no read-only opens.
-func (e *env) needReadOnly(s stream.Store) {
+func (e *env) needReadOnly(s *stream.Store) {
 	e.t.Helper()
 	if !s.Info().ReadOnlyOpen {
 		e.t.Skipf("driver %q declares ReadOnlyOpen=false", s.Info().Driver)
@@ -174,7 +174,7 @@ func (e *env) needReadOnly(s stream.Store) {
 
 // readerSetup is the start of the read-only cases: a store with a writer
 // session (epoch 1) on a stream, and a second store for readers.
-func (e *env) readerSetup() (s1, s2 stream.Store, name string, w stream.Stream) {
+func (e *env) readerSetup() (s1, s2 *stream.Store, name string, w *stream.Stream) {
 	e.t.Helper()
 	s1 = e.store()
 	e.needReadOnly(s1)
@@ -186,7 +186,7 @@ func (e *env) readerSetup() (s1, s2 stream.Store, name string, w stream.Stream) 
 // takeover is the start of the two-writer fencing cases: a session at
 // oldEpoch on one store acks n batches, then a session at newEpoch opens
 // on a second store.
-func (e *env) takeover(tag string, n int, oldEpoch, newEpoch uint64) (old, cur stream.Stream, s2 stream.Store, acks []acked) {
+func (e *env) takeover(tag string, n int, oldEpoch, newEpoch uint64) (old, cur *stream.Stream, s2 *stream.Store, acks []acked) {
 	e.t.Helper()
 	s1 := e.store()
 	e.needSecond()
@@ -202,7 +202,7 @@ func (e *env) name(suffix string) string { return e.prefix + "/" + suffix }
 
 // open opens name read-write at epoch, creating it if missing, and closes
 // the session when the case ends.
-func (e *env) open(s stream.Store, name string, epoch uint64) stream.Stream {
+func (e *env) open(s *stream.Store, name string, epoch uint64) *stream.Stream {
 	e.t.Helper()
 	st, err := s.Open(e.ctx, name, stream.OpenOptions{Epoch: epoch, CreateIfMissing: true})
 	if err != nil {
@@ -213,7 +213,7 @@ func (e *env) open(s stream.Store, name string, epoch uint64) stream.Stream {
 }
 
 // openRO opens name read-only and closes the session when the case ends.
-func (e *env) openRO(s stream.Store, name string) stream.Stream {
+func (e *env) openRO(s *stream.Store, name string) *stream.Stream {
 	e.t.Helper()
 	st, err := s.Open(e.ctx, name, stream.OpenOptions{Mode: stream.ModeReadOnly})
 	if err != nil {
@@ -223,7 +223,7 @@ func (e *env) openRO(s stream.Store, name string) stream.Stream {
 	return st
 }
 
-func (e *env) closeStreamLater(st stream.Stream) {
+func (e *env) closeStreamLater(st *stream.Stream) {
 	e.t.Cleanup(func() { _ = st.Close() })
 }
 
@@ -263,7 +263,7 @@ type acked struct {
 }
 
 // appendOK appends b and waits; any error fails the case.
-func (e *env) appendOK(st stream.Stream, b stream.Batch) acked {
+func (e *env) appendOK(st *stream.Stream, b stream.Batch) acked {
 	e.t.Helper()
 	r, err := stream.Append(e.ctx, st, b)
 	if err != nil {
@@ -278,7 +278,7 @@ func (e *env) appendOK(st stream.Stream, b stream.Batch) acked {
 // appendMany appends n batches of tag pipelined (all in flight before the
 // first wait) and checks that they got contiguous offsets from the stream's
 // next offset in call order.
-func (e *env) appendMany(st stream.Stream, tag string, n, size int) []acked {
+func (e *env) appendMany(st *stream.Stream, tag string, n, size int) []acked {
 	e.t.Helper()
 	from := st.NextOffset()
 	futs := make([]*stream.AppendFuture, n)
@@ -292,7 +292,7 @@ func (e *env) appendMany(st stream.Stream, tag string, n, size int) []acked {
 
 // waitContiguous waits for futs (in call order, for batches bs) and checks
 // that every one succeeded with offsets contiguous from from.
-func (e *env) waitContiguous(st stream.Stream, futs []*stream.AppendFuture, bs []stream.Batch, from int64) []acked {
+func (e *env) waitContiguous(st *stream.Stream, futs []*stream.AppendFuture, bs []stream.Batch, from int64) []acked {
 	e.t.Helper()
 	out := make([]acked, len(futs))
 	next := from
@@ -312,7 +312,7 @@ func (e *env) waitContiguous(st stream.Stream, futs []*stream.AppendFuture, bs [
 
 // readAll fetches every batch of st from its start offset to its end, page
 // by page.
-func (e *env) readAll(st stream.Stream) []stream.Batch {
+func (e *env) readAll(st *stream.Stream) []stream.Batch {
 	e.t.Helper()
 	log, err := readFrom(e.ctx, st, st.StartOffset(), 0)
 	if err != nil {
@@ -323,7 +323,7 @@ func (e *env) readAll(st stream.Stream) []stream.Batch {
 
 // readFrom fetches every batch of st from start on, with maxBytes per fetch,
 // until an empty fetch. It checks the pages join up.
-func readFrom(ctx context.Context, st stream.Stream, start int64, maxBytes int) ([]stream.Batch, error) {
+func readFrom(ctx context.Context, st *stream.Stream, start int64, maxBytes int) ([]stream.Batch, error) {
 	var log []stream.Batch
 	next := start
 	for {
@@ -444,7 +444,7 @@ func (e *env) wantErr(what string, err, want error) {
 
 // wantOffsets fails the case unless st's start and next offsets are as
 // given.
-func (e *env) wantOffsets(what string, st stream.Stream, start, next int64) {
+func (e *env) wantOffsets(what string, st *stream.Stream, start, next int64) {
 	e.t.Helper()
 	if st.StartOffset() != start || st.NextOffset() != next {
 		e.t.Fatalf("%s: %q has offsets [%d, %d), want [%d, %d)", what, st.Name(), st.StartOffset(), st.NextOffset(), start, next)

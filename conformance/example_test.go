@@ -19,15 +19,15 @@ import (
 // contract family runs against in-process memory stores; Second and Crash
 // open stores on the same memory namespace.
 func Example() {
-	namespaces := map[stream.Store]string{} // which namespace each store is on
-	open := func(ns string) stream.Store {
+	namespaces := map[*stream.Store]string{} // which namespace each store is on
+	open := func(ns string) *stream.Store {
 		s := memory.New(memory.Config{Namespace: ns})
 		namespaces[s] = ns
 		return s
 	}
-	same := func(t conformance.T, s stream.Store) stream.Store { return open(namespaces[s]) }
+	same := func(t conformance.T, s *stream.Store) *stream.Store { return open(namespaces[s]) }
 	h := conformance.Harness{
-		NewStore: func(t conformance.T) stream.Store {
+		NewStore: func(t conformance.T) *stream.Store {
 			return open(fmt.Sprintf("example-%d", len(namespaces)))
 		},
 		Second: same,

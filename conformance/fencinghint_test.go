@@ -26,14 +26,14 @@ func (overwritingStorage) Close() error { return nil }
 // one logs where to look: the Storage suite. On a sound Storage they pass.
 func TestFencingFailurePointsAtStoragetest(t *testing.T) {
 	harness := func(st chunked.Storage) conformance.Harness {
-		open := func(t conformance.T) stream.Store {
+		open := func(t conformance.T) *stream.Store {
 			s, err := chunked.NewStore(st, chunked.Options{Driver: "engine-test"})
 			if err != nil {
 				t.Fatalf("chunked.NewStore: %v", err)
 			}
 			return s
 		}
-		same := func(t conformance.T, _ stream.Store) stream.Store { return open(t) }
+		same := func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) }
 		return conformance.Harness{NewStore: open, Second: same, Crash: same}
 	}
 	cases, err := conformance.Select(conformance.Cases(), "^(fencing/|linearizability/takeovers$)")

@@ -48,14 +48,14 @@ type Harness struct {
 	// NewStore opens a Store on the driver's namespace for one case. The
 	// suite closes it when the case ends (a crashed one too).
 	// Required.
-	NewStore func(t T) stream.Store
+	NewStore func(t T) *stream.Store
 
 	// Second opens another, independent Store on the same namespace as s:
 	// another OS process where the driver allows it (its Info declares
 	// SharedNamespace), else at least another Store value. Fencing and
 	// read-only cases use it for their second writer or reader. Nil skips
 	// those cases.
-	Second func(t T, s stream.Store) stream.Store
+	Second func(t T, s *stream.Store) *stream.Store
 
 	// Crash drops s without Close (in-process), or SIGKILLs the plugin
 	// process s lives in, and returns a new Store on the same namespace.
@@ -63,7 +63,7 @@ type Harness struct {
 	// only when the case is over (releasing what a real crash would have
 	// ended with its process), never while it checks recovery. Nil skips
 	// the durability cases.
-	Crash func(t T, s stream.Store) stream.Store
+	Crash func(t T, s *stream.Store) *stream.Store
 
 	// CrashKillsProcess says that Crash kills the OS process holding the
 	// driver's state. For a driver whose Info is not Durable that loses

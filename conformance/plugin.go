@@ -39,7 +39,7 @@ func PluginHarness(ctx context.Context, binary string, config []byte, opts ...pl
 	info := s.Info()
 	_ = s.Close()
 
-	p := &pluginHarness{binary: binary, config: config, opts: opts, info: info, clients: map[stream.Store]*plugin.Client{}}
+	p := &pluginHarness{binary: binary, config: config, opts: opts, info: info, clients: map[*stream.Store]*plugin.Client{}}
 	return Harness{
 		NewStore:          p.newStore,
 		Second:            p.second,
@@ -55,7 +55,7 @@ type pluginHarness struct {
 	info   stream.Info
 
 	mu      sync.Mutex
-	clients map[stream.Store]*plugin.Client
+	clients map[*stream.Store]*plugin.Client
 }
 
 // start runs a driver process for the case; it is closed when the case
@@ -71,7 +71,7 @@ func (p *pluginHarness) start(t T) *plugin.Client {
 }
 
 // open opens a store on c and remembers which process it lives in.
-func (p *pluginHarness) open(t T, c *plugin.Client) stream.Store {
+func (p *pluginHarness) open(t T, c *plugin.Client) *stream.Store {
 	t.Helper()
 	s, err := c.OpenStore(t.Context(), p.config)
 	if err != nil {
@@ -88,7 +88,7 @@ func (p *pluginHarness) open(t T, c *plugin.Client) stream.Store {
 	return s
 }
 
-func (p *pluginHarness) clientOf(t T, s stream.Store) *plugin.Client {
+func (p *pluginHarness) clientOf(t T, s *stream.Store) *plugin.Client {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -99,12 +99,12 @@ func (p *pluginHarness) clientOf(t T, s stream.Store) *plugin.Client {
 	return c
 }
 
-func (p *pluginHarness) newStore(t T) stream.Store {
+func (p *pluginHarness) newStore(t T) *stream.Store {
 	t.Helper()
 	return p.open(t, p.start(t))
 }
 
-func (p *pluginHarness) second(t T, s stream.Store) stream.Store {
+func (p *pluginHarness) second(t T, s *stream.Store) *stream.Store {
 	t.Helper()
 	if p.info.SharedNamespace {
 		return p.open(t, p.start(t))
@@ -112,7 +112,7 @@ func (p *pluginHarness) second(t T, s stream.Store) stream.Store {
 	return p.open(t, p.clientOf(t, s))
 }
 
-func (p *pluginHarness) crash(t T, s stream.Store) stream.Store {
+func (p *pluginHarness) crash(t T, s *stream.Store) *stream.Store {
 	t.Helper()
 	c := p.clientOf(t, s)
 	if !p.info.Durable {

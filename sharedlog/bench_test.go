@@ -19,20 +19,20 @@ import (
 // driver the benchmarks run on: STRATA_BENCH_DRIVER=memory (default) or nfs
 // (a directory under the nfs testbed). Stores it opens are closed when b
 // ends.
-func benchBackend(b *testing.B) func() stream.Store {
+func benchBackend(b *testing.B) func() *stream.Store {
 	b.Helper()
-	var open func() (stream.Store, error)
+	var open func() (*stream.Store, error)
 	switch d := os.Getenv("STRATA_BENCH_DRIVER"); d {
 	case "", "memory":
 		ns := fmt.Sprintf("bench-%s-%d", b.Name(), time.Now().UnixNano())
-		open = func() (stream.Store, error) { return memory.New(memory.Config{Namespace: ns}), nil }
+		open = func() (*stream.Store, error) { return memory.New(memory.Config{Namespace: ns}), nil }
 	case "nfs":
 		config := nfsConfig(b)
-		open = func() (stream.Store, error) { return nfs.Open(context.Background(), config) }
+		open = func() (*stream.Store, error) { return nfs.Open(context.Background(), config) }
 	default:
 		b.Fatalf("STRATA_BENCH_DRIVER=%q: want memory or nfs", d)
 	}
-	return func() stream.Store {
+	return func() *stream.Store {
 		s, err := open()
 		if err != nil {
 			b.Fatal(err)
@@ -42,7 +42,7 @@ func benchBackend(b *testing.B) func() stream.Store {
 	}
 }
 
-func benchStore(b *testing.B) stream.Store { return benchBackend(b)() }
+func benchStore(b *testing.B) *stream.Store { return benchBackend(b)() }
 
 // benchShapes are the batch shapes of the issue: 1 KiB records in 16 KiB
 // and 1 MiB batches.
@@ -85,7 +85,7 @@ func pipeline[F any](b *testing.B, n, window int, submit func(i int) F, wait fun
 
 // rawAppends appends n fresh copies of tmpl (records offsets each) to st,
 // benchWindow deep.
-func rawAppends(b *testing.B, st stream.Stream, tmpl []byte, records, n int) {
+func rawAppends(b *testing.B, st *stream.Stream, tmpl []byte, records, n int) {
 	ctx := context.Background()
 	pipeline(b, n, benchWindow,
 		func(int) *stream.AppendFuture {
@@ -103,7 +103,7 @@ func logAppends(b *testing.B, l *sharedlog.Log, n, window int, batch func(i int)
 }
 
 // openRaw opens the raw stream of a benchmark on s, closed when b ends.
-func openRaw(b *testing.B, s stream.Store) stream.Stream {
+func openRaw(b *testing.B, s *stream.Store) *stream.Stream {
 	st, err := s.Open(context.Background(), "raw/data", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
 	if err != nil {
 		b.Fatal(err)
@@ -113,7 +113,7 @@ func openRaw(b *testing.B, s stream.Store) stream.Stream {
 }
 
 // openLog opens the partition of a benchmark on s, closed when b ends.
-func openLog(b *testing.B, s stream.Store) *sharedlog.Log {
+func openLog(b *testing.B, s *stream.Store) *sharedlog.Log {
 	l, err := sharedlog.Open(context.Background(), s, "p", sharedlog.Options{Epoch: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -188,7 +188,7 @@ func BenchmarkRead(b *testing.B) {
 
 // rawFetch fetches up to 1 MiB of st from off and returns the offset after
 // it and the bytes read.
-func rawFetch(b *testing.B, st stream.Stream, off int64) (int64, int64) {
+func rawFetch(b *testing.B, st *stream.Stream, off int64) (int64, int64) {
 	bs, err := st.Fetch(context.Background(), off, stream.NoEnd, 1<<20)
 	if err != nil {
 		b.Fatal(err)

@@ -14,22 +14,22 @@ import (
 // sumCheckStore wraps a Store so that every Append with a supplied payload
 // checksum is checked against the payload's real one.
 type sumCheckStore struct {
-	stream.Store
+	stream.DriverStore
 	mu       sync.Mutex
 	supplied int
 	wrong    []string
 }
 
-func (s *sumCheckStore) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
-	st, err := s.Store.Open(ctx, name, opts)
+func (s *sumCheckStore) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := s.DriverStore.Open(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &sumCheckStream{Stream: st, s: s}, nil
+	return &sumCheckStream{DriverStream: st, s: s}, nil
 }
 
 type sumCheckStream struct {
-	stream.Stream
+	stream.DriverStream
 	s *sumCheckStore
 }
 
@@ -42,7 +42,7 @@ func (h *sumCheckStream) Append(ctx context.Context, b stream.Batch) *stream.App
 		}
 		h.s.mu.Unlock()
 	}
-	return h.Stream.Append(ctx, b)
+	return h.DriverStream.Append(ctx, b)
 }
 
 // TestAppendSuppliesPayloadChecksum: the payload checksum the log hands the
@@ -60,8 +60,8 @@ func TestAppendSuppliesPayloadChecksum(t *testing.T) {
 	marker := sharedlogtest.Build(sharedlogtest.BatchSpec{Idempotent: true, Transactional: true, ProducerID: 4242, ProducerEpoch: 3, Marker: sharedlogtest.CommitMarker})
 	for _, logAppendTime := range []bool{false, true} {
 		for name, b := range batches {
-			st := &sumCheckStore{Store: memory.New(memory.Config{})}
-			l, err := sharedlog.Open(ctx, st, "p", sharedlog.Options{Epoch: 3, LogAppendTime: logAppendTime})
+			st := &sumCheckStore{DriverStore: memory.New(memory.Config{}).Driver()}
+			l, err := sharedlog.Open(ctx, stream.NewStore(st), "p", sharedlog.Options{Epoch: 3, LogAppendTime: logAppendTime})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,8 +21,8 @@ func (sharedStorage) Close() error { return nil }
 // store without Close).
 func chunkedHarness() conformance.Harness {
 	var mu sync.Mutex
-	storages := map[stream.Store]chunked.Storage{}
-	open := func(t conformance.T, st chunked.Storage) stream.Store {
+	storages := map[*stream.Store]chunked.Storage{}
+	open := func(t conformance.T, st chunked.Storage) *stream.Store {
 		s, err := chunked.NewStore(sharedStorage{st}, chunked.Options{})
 		if err != nil {
 			t.Fatalf("chunked store: %v", err)
@@ -32,15 +32,15 @@ func chunkedHarness() conformance.Harness {
 		mu.Unlock()
 		return s
 	}
-	of := func(s stream.Store) chunked.Storage {
+	of := func(s *stream.Store) chunked.Storage {
 		mu.Lock()
 		defer mu.Unlock()
 		return storages[s]
 	}
 	return conformance.Harness{
-		NewStore: func(t conformance.T) stream.Store { return open(t, chunked.NewMemStorage()) },
-		Second:   func(t conformance.T, s stream.Store) stream.Store { return open(t, of(s)) },
-		Crash:    func(t conformance.T, s stream.Store) stream.Store { return open(t, of(s)) },
+		NewStore: func(t conformance.T) *stream.Store { return open(t, chunked.NewMemStorage()) },
+		Second:   func(t conformance.T, s *stream.Store) *stream.Store { return open(t, of(s)) },
+		Crash:    func(t conformance.T, s *stream.Store) *stream.Store { return open(t, of(s)) },
 	}
 }
 

@@ -28,12 +28,12 @@ type faults struct {
 }
 
 type faultyStore struct {
-	stream.Store
+	stream.DriverStore
 	f *faults
 }
 
-func (s faultyStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
-	st, err := s.Store.Open(ctx, name, o)
+func (s faultyStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := s.DriverStore.Open(ctx, name, o)
 	if err != nil || !strings.HasSuffix(name, sharedlog.DataSuffix) {
 		return st, err
 	}
@@ -41,7 +41,7 @@ func (s faultyStore) Open(ctx context.Context, name string, o stream.OpenOptions
 }
 
 type faultyStream struct {
-	stream.Stream
+	stream.DriverStream
 	f *faults
 }
 
@@ -49,7 +49,7 @@ func (s faultyStream) Append(ctx context.Context, b stream.Batch) *stream.Append
 	if s.f.fail.Load() {
 		return stream.FailedAppend(fmt.Errorf("%w: injected fault on %q", stream.ErrUnavailable, s.Name()))
 	}
-	f := s.Stream.Append(ctx, b)
+	f := s.DriverStream.Append(ctx, b)
 	skew, hold := s.f.skew.Load(), s.f.hold
 	if !skew && hold == nil {
 		return f
@@ -70,9 +70,9 @@ func (s faultyStream) Append(ctx context.Context, b stream.Batch) *stream.Append
 
 // openFaulty opens partition "p" at epoch 1 on a fresh memory namespace
 // behind f, closed when t ends, and returns it with its store.
-func openFaulty(t *testing.T, f *faults, o sharedlog.Options) (*sharedlog.Log, stream.Store) {
+func openFaulty(t *testing.T, f *faults, o sharedlog.Options) (*sharedlog.Log, *stream.Store) {
 	t.Helper()
-	store := faultyStore{memory.New(memory.Config{Namespace: fmt.Sprintf("%s-%d", t.Name(), nsSeq.Add(1))}), f}
+	store := stream.NewStore(faultyStore{memory.New(memory.Config{Namespace: fmt.Sprintf("%s-%d", t.Name(), nsSeq.Add(1))}).Driver(), f})
 	o.Epoch = 1
 	l, err := sharedlog.Open(context.Background(), store, "p", o)
 	if err != nil {

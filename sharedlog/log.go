@@ -45,8 +45,8 @@ type RecoveryStats struct {
 type Log struct {
 	name  string
 	opts  Options
-	data  stream.Stream
-	meta  stream.Stream
+	data  *stream.Stream
+	meta  *stream.Stream
 	ctx   context.Context // lives until Close; stream appends use it
 	abort context.CancelFunc
 
@@ -85,7 +85,7 @@ type Log struct {
 // streams if missing, and recovers its state: the latest checkpoint from the
 // metadata stream plus a replay of the data written after it. An open with an
 // epoch below the partition's is FENCED_LEADER_EPOCH.
-func Open(ctx context.Context, store stream.Store, partition string, opts Options) (*Log, error) {
+func Open(ctx context.Context, store *stream.Store, partition string, opts Options) (*Log, error) {
 	began := time.Now()
 	for _, n := range []string{partition + DataSuffix, partition + MetaSuffix} {
 		if err := stream.ValidateName(n); err != nil {
@@ -118,7 +118,7 @@ func Open(ctx context.Context, store stream.Store, partition string, opts Option
 // openStreams opens the metadata and data streams of partition at once
 // (an open on an object store is a dozen sequential requests or more; the
 // two are independent), and closes the one that opened if the other fails.
-func openStreams(ctx context.Context, store stream.Store, partition string, so stream.OpenOptions) (meta, data stream.Stream, err error) {
+func openStreams(ctx context.Context, store *stream.Store, partition string, so stream.OpenOptions) (meta, data *stream.Stream, err error) {
 	var derr error
 	done := make(chan struct{})
 	go func() {
@@ -148,7 +148,7 @@ func openErr(partition string, epoch int32, err error) error {
 
 // Delete removes partition's streams from store (DeleteTopics). The
 // partition must not be open.
-func Delete(ctx context.Context, store stream.Store, partition string) error {
+func Delete(ctx context.Context, store *stream.Store, partition string) error {
 	var errs []error
 	for _, n := range []string{partition + DataSuffix, partition + MetaSuffix} {
 		if err := store.Delete(ctx, n); err != nil && !errors.Is(err, stream.ErrNotFound) {
@@ -241,7 +241,7 @@ func (l *Log) applyBatch(h BatchHeader, payload []byte, base, ts, nowMs int64, f
 }
 
 // fetchAll reads every batch of st in [from, to).
-func fetchAll(ctx context.Context, st stream.Stream, from, to int64) ([]stream.Batch, error) {
+func fetchAll(ctx context.Context, st *stream.Stream, from, to int64) ([]stream.Batch, error) {
 	var out []stream.Batch
 	for from < min(to, st.NextOffset()) {
 		bs, err := st.Fetch(ctx, from, to, 0)

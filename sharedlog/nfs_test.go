@@ -45,7 +45,7 @@ func nfsConfig(t testing.TB) []byte {
 // Store on the same directory; the crashed one is dropped without Close.
 func TestSharedLogNFS(t *testing.T) {
 	config := nfsConfig(t)
-	open := func(t conformance.T) stream.Store {
+	open := func(t conformance.T) *stream.Store {
 		s, err := nfs.Open(t.Context(), config)
 		if err != nil {
 			t.Fatalf("nfs.Open: %v", err)
@@ -54,7 +54,7 @@ func TestSharedLogNFS(t *testing.T) {
 	}
 	sharedlogtest.Run(t, conformance.Harness{
 		NewStore: open,
-		Second:   func(t conformance.T, _ stream.Store) stream.Store { return open(t) },
-		Crash:    func(t conformance.T, _ stream.Store) stream.Store { return open(t) },
+		Second:   func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
+		Crash:    func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
 	})
 }

@@ -22,7 +22,7 @@ const maxAllocAttempts = 64
 // opens the stream at epoch 0, so each open supersedes the previous one; an
 // allocation fenced by a racing one is retried. A broker allocates blocks
 // (say 1000 ids) and hands them out from memory.
-func AllocateProducerIDs(ctx context.Context, store stream.Store, name string, n int) (int64, error) {
+func AllocateProducerIDs(ctx context.Context, store *stream.Store, name string, n int) (int64, error) {
 	if n < 1 || int64(n) > int64(^uint32(0)) {
 		return 0, &Error{Code: kerr.InvalidRequest.Code, Op: "allocate producer ids", Msg: fmt.Sprintf("block size %d outside [1, 2^32)", n)}
 	}

@@ -18,13 +18,13 @@ var nsSeq atomic.Int64
 // and Crash open another store on the same namespace.
 func memoryHarness() conformance.Harness {
 	var mu sync.Mutex
-	ns := map[stream.Store]string{}
-	nsOf := func(s stream.Store) string {
+	ns := map[*stream.Store]string{}
+	nsOf := func(s *stream.Store) string {
 		mu.Lock()
 		defer mu.Unlock()
 		return ns[s]
 	}
-	open := func(t conformance.T, name string) stream.Store {
+	open := func(t conformance.T, name string) *stream.Store {
 		s := memory.New(memory.Config{Namespace: name})
 		mu.Lock()
 		ns[s] = name
@@ -32,11 +32,11 @@ func memoryHarness() conformance.Harness {
 		return s
 	}
 	return conformance.Harness{
-		NewStore: func(t conformance.T) stream.Store {
+		NewStore: func(t conformance.T) *stream.Store {
 			return open(t, fmt.Sprintf("sharedlogtest-%d", nsSeq.Add(1)))
 		},
-		Second: func(t conformance.T, s stream.Store) stream.Store { return open(t, nsOf(s)) },
-		Crash:  func(t conformance.T, s stream.Store) stream.Store { return open(t, nsOf(s)) },
+		Second: func(t conformance.T, s *stream.Store) *stream.Store { return open(t, nsOf(s)) },
+		Crash:  func(t conformance.T, s *stream.Store) *stream.Store { return open(t, nsOf(s)) },
 	}
 }
 

@@ -3,7 +3,11 @@
 // the CLI) programs against.
 //
 // A Store is one backend namespace. It creates, opens, deletes and lists
-// streams. A Stream is an append-only sequence of batches; each batch
+// streams. Store and Stream are concrete types, the front door over the
+// narrow DriverStore and DriverStream that implementations provide
+// (NewStore), as database/sql is over database/sql/driver: names, batch
+// limits, contexts, read-only writes and use after Close are checked there,
+// once, so that a driver that forgets a check is still safe. A Stream is an append-only sequence of batches; each batch
 // occupies Count logical offsets starting at the base offset the stream
 // assigns. Offsets start at 0 and never repeat or leave gaps.
 //
@@ -17,7 +21,8 @@
 //
 // Errors are the sentinel values of this package (ErrFenced,
 // ErrOffsetOutOfRange, ...), matched with errors.Is. Drivers wrap them with
-// messages that name the stream, offset and backend object involved.
+// messages that name the stream, offset and backend object involved; the
+// front door adds the stream's name to an error that lacks it.
 //
 // Two rules complete the error contract: a call whose context is done fails
 // with an error matching ctx.Err() (errors.Is(err, context.Canceled) or

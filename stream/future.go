@@ -73,7 +73,9 @@ func (f *AppendFuture) Result() (AppendResult, error) {
 	return f.res, f.err
 }
 
-// Append appends b to s and waits for its acknowledgement.
-func Append(ctx context.Context, s Stream, b Batch) (AppendResult, error) {
+// Append appends b to s and waits for its acknowledgement. s is a *Stream,
+// or a DriverStream that a layered driver (such as stream/wal) or a test
+// calls directly.
+func Append(ctx context.Context, s DriverStream, b Batch) (AppendResult, error) {
 	return s.Append(ctx, b).Wait(ctx)
 }

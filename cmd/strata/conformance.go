@@ -136,12 +136,12 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	layer := ""
 	if *streamSets {
-		h = conformance.WrapHarness(h, func(t conformance.T, base stream.Store) stream.Store {
+		h = conformance.WrapHarness(h, func(t conformance.T, base *stream.Store) *stream.Store {
 			ws, err := wal.NewStore(base, wal.Options{Logger: logger})
 			if err != nil {
 				t.Fatalf("wal.NewStore: %v", err)
 			}
-			return ws
+			return stream.NewStore(ws)
 		})
 		layer = " on stream sets"
 	}

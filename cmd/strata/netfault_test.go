@@ -393,7 +393,7 @@ func TestSoakNetworkFaults(t *testing.T) {
 			}
 			rounds, seed = netfaultWorkload(t, rounds, seed)
 			rep, err := soak.Run(context.Background(), soak.Config{
-				NewStore: func(ctx context.Context, i int) (stream.Store, error) {
+				NewStore: func(ctx context.Context, i int) (*stream.Store, error) {
 					if i < hosts {
 						return tc.open(ctx, viaProxy)
 					}

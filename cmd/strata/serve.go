@@ -419,7 +419,7 @@ func orDefault(s, d string) string {
 // loadedStore is one driver's store; the first one is the default.
 type loadedStore struct {
 	name  string
-	store stream.Store
+	store *stream.Store
 }
 
 // loadStores opens the drivers: the embedded default (nfs in process on
@@ -473,7 +473,7 @@ func loadStores(ctx context.Context, cfg serveConfig, dataDir string, logger *sl
 	return out, nil
 }
 
-func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (stream.Store, error) {
+func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (*stream.Store, error) {
 	target := d.Binary
 	if target == "builtin" {
 		target = d.Driver
@@ -500,11 +500,11 @@ func loadDriver(ctx context.Context, d driverSpec, logger *slog.Logger) (stream.
 		return nil, fmt.Errorf("loading plugin %s: %w", drv, err)
 	}
 	logger.Info("driver loaded", "name", d.Name, "command", drv.String(), "pinned", d.SHA256 != "", "driver", st.Info().Driver, "version", st.Info().Version)
-	return st, nil
+	return stream.NewStore(st), nil
 }
 
 // checkInfo refuses a driver the broker cannot run on.
-func checkInfo(name string, st stream.Store, allowNonDurable bool) error {
+func checkInfo(name string, st *stream.Store, allowNonDurable bool) error {
 	info := st.Info()
 	switch {
 	case info.Driver == "":

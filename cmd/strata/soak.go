@@ -262,17 +262,17 @@ type soakHosts struct {
 
 	mu      sync.Mutex
 	clients map[int]*plugin.Client
-	shared  stream.Store // the one store of a driver without a shared namespace
+	shared  *stream.Store // the one store of a driver without a shared namespace
 }
 
-func (h *soakHosts) newStore(ctx context.Context, i int) (stream.Store, error) {
+func (h *soakHosts) newStore(ctx context.Context, i int) (*stream.Store, error) {
 	h.mu.Lock()
 	shared := h.shared
 	h.mu.Unlock()
 	if shared != nil {
-		return unclosedStore{shared}, nil
+		return stream.NewStore(unclosedStore{shared.Driver()}), nil
 	}
-	var st stream.Store
+	var st *stream.Store
 	if h.bin == nil {
 		s, err := h.opener(ctx, h.config)
 		if err != nil {
@@ -301,7 +301,7 @@ func (h *soakHosts) newStore(ctx context.Context, i int) (stream.Store, error) {
 		h.mu.Lock()
 		h.shared = st
 		h.mu.Unlock()
-		return unclosedStore{st}, nil
+		return stream.NewStore(unclosedStore{st.Driver()}), nil
 	}
 	return st, nil
 }
@@ -348,6 +348,6 @@ func (h *soakHosts) closeAll() {
 }
 
 // unclosedStore shares one store: Close is a no-op (closeAll closes it).
-type unclosedStore struct{ stream.Store }
+type unclosedStore struct{ stream.DriverStore }
 
 func (unclosedStore) Close() error { return nil }

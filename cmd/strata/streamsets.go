@@ -68,7 +68,7 @@ func (c *streamSetsConfig) merged(def *streamSetsConfig) streamSetsConfig {
 // withStreamSets wraps a driver's store in stream sets unless they are off.
 // kind is the built-in driver (empty for a plugin binary): it picks the
 // defaults of linger and flush_when_idle.
-func withStreamSets(name, kind string, st stream.Store, c streamSetsConfig, logger *slog.Logger) (stream.Store, error) {
+func withStreamSets(name, kind string, st *stream.Store, c streamSetsConfig, logger *slog.Logger) (*stream.Store, error) {
 	if c.Enabled != nil && !*c.Enabled {
 		logger.Info("stream sets off", "driver", name)
 		return st, nil
@@ -91,7 +91,7 @@ func withStreamSets(name, kind string, st stream.Store, c streamSetsConfig, logg
 		return nil, fmt.Errorf("stream_sets: %w", err)
 	}
 	logger.Info("stream sets on", "driver", name, "linger", ws.Options().Linger, "flush_when_idle", opts.FlushWhenIdle)
-	return ws, nil
+	return stream.NewStore(ws), nil
 }
 
 // fileStores are the built-in drivers on file systems, where a put costs

@@ -517,7 +517,7 @@ func testRequestStats(t *testing.T, h Harness, st chunked.Storage) {
 func testEngineIndexPages(t *testing.T, h Harness, _ chunked.Storage) {
 	ctx := t.Context()
 	config := h.NewConfig(t)
-	newStore := func(st chunked.Storage) stream.Store {
+	newStore := func(st chunked.Storage) *stream.Store {
 		s, err := chunked.NewStore(openHandle{st}, chunked.Options{Driver: "storagetest", CheckpointChunks: 4, IndexPageEntries: 4})
 		if err != nil {
 			t.Fatal(err)
@@ -527,14 +527,14 @@ func testEngineIndexPages(t *testing.T, h Harness, _ chunked.Storage) {
 	}
 	a, b := open(t, h, config), open(t, h, config)
 	sa, sb := newStore(a), newStore(b)
-	appendAll := func(w stream.Stream, from, to int) {
+	appendAll := func(w *stream.Stream, from, to int) {
 		for i := from; i < to; i++ {
 			if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: payload(fmt.Sprint(i), 100)}); err != nil {
 				t.Fatalf("append %d: %v", i, err)
 			}
 		}
 	}
-	readAll := func(s stream.Stream, from, to int) {
+	readAll := func(s *stream.Stream, from, to int) {
 		t.Helper()
 		for off := int64(from); off < int64(to); {
 			bs, err := s.Fetch(ctx, off, stream.NoEnd, 0)

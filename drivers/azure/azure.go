@@ -40,7 +40,7 @@ var opener = driverconfig.Opener[Config, *Storage]{
 // Open is the driver's stream.Opener: it parses config (YAML, JSON or an
 // azblob:// URL; see ParseConfig), checks the container and credentials
 // (NewStorage) and returns the chunked engine on that Storage.
-func Open(ctx context.Context, config []byte) (stream.Store, error) {
+func Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	return opener.Open(ctx, config)
 }
 

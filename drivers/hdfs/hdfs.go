@@ -44,7 +44,7 @@ var opener = driverconfig.Opener[Config, *Storage]{
 // hdfs:// URL; see ParseConfig), connects and checks the root (NewStorage)
 // and returns the chunked engine on that Storage. Closing the Store closes
 // the Storage.
-func Open(ctx context.Context, config []byte) (stream.Store, error) {
+func Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	return opener.Open(ctx, config)
 }
 

@@ -57,7 +57,7 @@ func ParseConfig(doc []byte) (Config, error) {
 }
 
 // Open is the driver's stream.Opener: it parses config and returns a Store.
-func Open(ctx context.Context, config []byte) (stream.Store, error) {
+func Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	c, err := ParseConfig(config)
 	if err != nil {
 		return nil, err
@@ -70,8 +70,11 @@ var (
 	registry   = map[string]*namespace{}
 )
 
-// New returns a Store for c.
-func New(c Config) *Store {
+// New returns the stream.Store of a memory driver for c.
+func New(c Config) *stream.Store { return stream.NewStore(newStore(c)) }
+
+// newStore returns the driver for c.
+func newStore(c Config) *Store {
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = stream.DefaultMaxBatchBytes
 	}
@@ -121,7 +124,7 @@ type stored struct {
 	crc uint32
 }
 
-// Store is a memory stream.Store.
+// Store is the memory driver: a stream.DriverStore.
 type Store struct {
 	ns     *namespace
 	info   stream.Info
@@ -129,9 +132,9 @@ type Store struct {
 	closed bool
 }
 
-var _ stream.Store = (*Store)(nil)
+var _ stream.DriverStore = (*Store)(nil)
 
-// Info implements stream.Store.
+// Info implements stream.DriverStore.
 func (s *Store) Info() stream.Info { return s.info }
 
 func (s *Store) check(ctx context.Context) error {
@@ -141,14 +144,11 @@ func (s *Store) check(ctx context.Context) error {
 	if closed {
 		return fmt.Errorf("%w: memory store", stream.ErrClosed)
 	}
-	return ctx.Err()
+	return nil
 }
 
-// Create implements stream.Store.
+// Create implements stream.DriverStore.
 func (s *Store) Create(ctx context.Context, name string) error {
-	if err := stream.ValidateName(name); err != nil {
-		return err
-	}
 	if err := s.check(ctx); err != nil {
 		return err
 	}
@@ -161,14 +161,8 @@ func (s *Store) Create(ctx context.Context, name string) error {
 	return nil
 }
 
-// Open implements stream.Store.
-func (s *Store) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
-	if err := stream.ValidateName(name); err != nil {
-		return nil, err
-	}
-	if opts.Mode != stream.ModeReadWrite && opts.Mode != stream.ModeReadOnly {
-		return nil, fmt.Errorf("%w: open %q: mode %d", stream.ErrInvalidArgument, name, opts.Mode)
-	}
+// Open implements stream.DriverStore.
+func (s *Store) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -202,11 +196,8 @@ func (s *Store) Open(ctx context.Context, name string, opts stream.OpenOptions) 
 	return h, nil
 }
 
-// Delete implements stream.Store.
+// Delete implements stream.DriverStore.
 func (s *Store) Delete(ctx context.Context, name string) error {
-	if err := stream.ValidateName(name); err != nil {
-		return err
-	}
 	if err := s.check(ctx); err != nil {
 		return err
 	}
@@ -223,7 +214,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-// List implements stream.Store.
+// List implements stream.DriverStore.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -240,7 +231,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	return names, nil
 }
 
-// Close implements stream.Store. Streams opened from the store fail with
+// Close implements stream.DriverStore. Streams opened from the store fail with
 // ErrClosed afterwards; the namespace's data stays.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -293,9 +284,6 @@ func (h *handle) fenced(op string) error {
 func (h *handle) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
 	if err := h.check(ctx); err != nil {
 		return stream.FailedAppend(err)
-	}
-	if err := h.store.info.CheckBatch(b); err != nil {
-		return stream.FailedAppend(fmt.Errorf("append to %q: %w", h.st.name, err))
 	}
 	// The stored batch owns its bytes: the caller may reuse b.Payload.
 	s := stored{b: stream.Batch{

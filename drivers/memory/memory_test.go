@@ -78,7 +78,7 @@ func TestCorruptionDetected(t *testing.T) {
 	if _, err := stream.Append(ctx, s, stream.Batch{Count: 1, Payload: []byte("abc")}); err != nil {
 		t.Fatal(err)
 	}
-	st := s.(*handle).st
+	st := s.Driver().(*handle).st
 	st.mu.Lock()
 	st.batches[0].b.Payload[1] ^= 0x01
 	st.mu.Unlock()

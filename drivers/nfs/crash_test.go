@@ -137,7 +137,7 @@ func TestCrashSIGKILL(t *testing.T) {
 }
 
 // readLog fetches the whole stream and checks that it is contiguous.
-func readLog(t testing.TB, st stream.Stream) ([]stream.Batch, error) {
+func readLog(t testing.TB, st *stream.Stream) ([]stream.Batch, error) {
 	var log []stream.Batch
 	next := st.StartOffset()
 	for {

@@ -31,7 +31,7 @@ const driverName = "nfs"
 // Open is the driver's stream.Opener: it parses config (see Config), opens
 // the Storage on its root and returns the engine's Store on it.
 // Logs go to slog.Default (in a plugin binary, to the host).
-func Open(ctx context.Context, config []byte) (stream.Store, error) {
+func Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	c, err := ParseConfig(config)
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func Open(ctx context.Context, config []byte) (stream.Store, error) {
 }
 
 // OpenConfig is Open with a parsed Config and a logger (nil: discard).
-func OpenConfig(ctx context.Context, c Config, logger *slog.Logger) (stream.Store, error) {
+func OpenConfig(ctx context.Context, c Config, logger *slog.Logger) (*stream.Store, error) {
 	st, err := OpenStorage(ctx, c, logger)
 	if err != nil {
 		return nil, err

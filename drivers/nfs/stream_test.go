@@ -13,7 +13,7 @@ import (
 )
 
 // openStore opens the driver's Store on root and closes it when t ends.
-func openStore(t *testing.T, root string, extra ...string) stream.Store {
+func openStore(t *testing.T, root string, extra ...string) *stream.Store {
 	t.Helper()
 	s, err := Open(t.Context(), configFor(root, extra...))
 	if err != nil {
@@ -24,7 +24,7 @@ func openStore(t *testing.T, root string, extra ...string) stream.Store {
 }
 
 // appendAll appends bs in order and returns their base offsets.
-func appendAll(t *testing.T, st stream.Stream, bs []stream.Batch) []int64 {
+func appendAll(t *testing.T, st *stream.Stream, bs []stream.Batch) []int64 {
 	t.Helper()
 	var bases []int64
 	for i, b := range bs {
@@ -176,7 +176,7 @@ func TestFullDiskStream(t *testing.T) {
 		t.Fatal("no append fitted on the 2 MiB tmpfs")
 	}
 	t.Logf("%d appends acked; then: %v", len(acked), full)
-	check := func(who string, st stream.Stream) {
+	check := func(who string, st *stream.Stream) {
 		t.Helper()
 		log, err := readLog(t, st)
 		if err != nil {

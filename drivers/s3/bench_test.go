@@ -273,7 +273,7 @@ func appendKind(b *testing.B, payload []byte, streams int, linger time.Duration,
 	if err != nil {
 		b.Fatal(err)
 	}
-	ss := make([]stream.Stream, streams)
+	ss := make([]*stream.Stream, streams)
 	for i := range ss {
 		if ss[i], err = store.Open(b.Context(), fmt.Sprintf("bench/%d", i), stream.OpenOptions{Epoch: 1, CreateIfMissing: true}); err != nil {
 			b.Fatal(err)

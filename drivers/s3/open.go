@@ -25,7 +25,7 @@ var opener = driverconfig.Opener[Config, *Storage]{
 // Open is the driver's stream.Opener: it parses config (ParseConfig),
 // opens and probes the bucket (NewStorage) and returns the chunked engine
 // on it. Closing the Store closes the Storage.
-func Open(ctx context.Context, config []byte) (stream.Store, error) {
+func Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	return opener.Open(ctx, config)
 }
 

@@ -19,10 +19,7 @@ func TestOpenStats(t *testing.T) {
 	if info := store.Info(); info.Driver != DriverName || info.Version != Version || !info.Durable || !info.SharedNamespace {
 		t.Errorf("Info %+v: want driver %q %s, durable, shared namespace", info, DriverName, Version)
 	}
-	sr, ok := store.(stream.StatsReporter)
-	if !ok {
-		t.Fatalf("%T does not report request stats", store)
-	}
+	sr := store
 	stats := func() stream.RequestStats {
 		t.Helper()
 		v, err := sr.BackendStats(ctx)

@@ -42,7 +42,7 @@ func ParseConfig(doc []byte) (c Config, err error) {
 
 // Open is the driver's stream.Opener. Puts are fsynced and seen by every
 // process on Root: the Store declares Durable and SharedNamespace.
-func Open(ctx context.Context, doc []byte) (stream.Store, error) {
+func Open(ctx context.Context, doc []byte) (*stream.Store, error) {
 	c, err := ParseConfig(doc)
 	if err != nil {
 		return nil, err

@@ -39,7 +39,7 @@ func TestStorage(t *testing.T) {
 // moves the directory away and back (conformance.DirectoryCtl).
 func TestConformance(t *testing.T) {
 	root := t.TempDir()
-	open := func(t conformance.T) stream.Store {
+	open := func(t conformance.T) *stream.Store {
 		s, err := dirstore.Open(t.Context(), configFor(root))
 		if err != nil {
 			t.Fatalf("dirstore.Open: %v", err)
@@ -48,8 +48,8 @@ func TestConformance(t *testing.T) {
 	}
 	conformance.Run(t, conformance.Harness{
 		NewStore:   open,
-		Second:     func(t conformance.T, _ stream.Store) stream.Store { return open(t) },
-		Crash:      func(t conformance.T, _ stream.Store) stream.Store { return open(t) },
+		Second:     func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
+		Crash:      func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
 		BackendCtl: conformance.DirectoryCtl(root),
 	})
 }

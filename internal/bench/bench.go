@@ -123,7 +123,7 @@ type Config struct {
 // produce-consume) or a storage (raw).
 type Target struct {
 	// Store is the stream store of append, fetch and sharedlog.
-	Store stream.Store
+	Store *stream.Store
 	// Storage is the backend of raw.
 	Storage chunked.Storage
 }
@@ -453,17 +453,16 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 	return res, nil
 }
 
-// statsOf returns t's request counter when it has one.
 // statsOf returns a reader of t's backend request counts, nil when t does
 // not count them: a Storage that is a chunked.StatsReporter, or a Store
-// that is a stream.StatsReporter (in-process or across the plugin
+// whose driver is a stream.StatsReporter (in-process or across the plugin
 // boundary) and answers a first call.
 func statsOf(ctx context.Context, t Target) func() (chunked.RequestStats, bool) {
 	if r, ok := t.Storage.(chunked.StatsReporter); ok {
 		return func() (chunked.RequestStats, bool) { return r.RequestStats(), true }
 	}
-	r, ok := t.Store.(stream.StatsReporter)
-	if !ok {
+	r := t.Store
+	if r == nil {
 		return nil
 	}
 	if _, err := r.BackendStats(ctx); err != nil {

@@ -93,7 +93,7 @@ func pipeline(stop <-chan struct{}, depth int, submit func(n int) (wait func() e
 // records into series i of m. payload(n) gives append n's payload. With
 // retain > 0, once st holds more than retain bytes of appends, it is
 // trimmed (from the waiting goroutine) to keep about half of that.
-func appender(ctx context.Context, m *meter, i int, st stream.Stream, retain int64, payload func(n int) []byte) func(n int) func() error {
+func appender(ctx context.Context, m *meter, i int, st *stream.Stream, retain int64, payload func(n int) []byte) func(n int) func() error {
 	var held int64 // bytes acked above the last trim point, from the waits' goroutine only
 	return func(n int) func() error {
 		p := payload(n)
@@ -147,9 +147,9 @@ func group(fs ...func() error) error {
 
 // prepareStreams opens c.Streams fresh streams for append, fetch-tail and
 // fetch-catchup (prefilled for the latter).
-func prepareStreams(ctx context.Context, c Config, store stream.Store) (*workload, error) {
+func prepareStreams(ctx context.Context, c Config, store *stream.Store) (*workload, error) {
 	id := runID()
-	streams := make([]stream.Stream, 0, c.Streams)
+	streams := make([]*stream.Stream, 0, c.Streams)
 	w := &workload{cleanup: func(ctx context.Context) {
 		for _, s := range streams {
 			_ = s.Close()
@@ -166,7 +166,7 @@ func prepareStreams(ctx context.Context, c Config, store stream.Store) (*workloa
 	}
 	fixed := randomPayload(c.BatchBytes)
 	constant := func(int) []byte { return fixed }
-	each := func(f func(i int, s stream.Stream) error) error {
+	each := func(f func(i int, s *stream.Stream) error) error {
 		fs := make([]func() error, len(streams))
 		for i, s := range streams {
 			fs[i] = func() error { return f(i, s) }
@@ -177,14 +177,14 @@ func prepareStreams(ctx context.Context, c Config, store stream.Store) (*workloa
 	case WorkloadAppend:
 		w.series = []string{"append"}
 		w.run = func(ctx context.Context, m *meter, stop <-chan struct{}) error {
-			return each(func(_ int, s stream.Stream) error {
+			return each(func(_ int, s *stream.Stream) error {
 				return pipeline(stop, c.Inflight, appender(ctx, m, 0, s, c.RetainBytes, constant))
 			})
 		}
 	case WorkloadFetchTail:
 		w.series = []string{"append", "read"}
 		w.run = func(ctx context.Context, m *meter, stop <-chan struct{}) error {
-			return each(func(_ int, s stream.Stream) error {
+			return each(func(_ int, s *stream.Stream) error {
 				return group(
 					func() error {
 						return pipeline(stop, c.Inflight, appender(ctx, m, 0, s, c.RetainBytes, stampedPayloads(c.BatchBytes, c.Inflight)))
@@ -194,7 +194,7 @@ func prepareStreams(ctx context.Context, c Config, store stream.Store) (*workloa
 			})
 		}
 	case WorkloadFetchCatchup:
-		if err := each(func(_ int, s stream.Stream) error { return prefill(ctx, s, fixed, c.Inflight, c.PrefillBytes) }); err != nil {
+		if err := each(func(_ int, s *stream.Stream) error { return prefill(ctx, s, fixed, c.Inflight, c.PrefillBytes) }); err != nil {
 			w.cleanup(ctx)
 			return nil, fmt.Errorf("prefill: %w", err)
 		}
@@ -203,7 +203,7 @@ func prepareStreams(ctx context.Context, c Config, store stream.Store) (*workloa
 			w.series = append(w.series, "append")
 		}
 		w.run = func(ctx context.Context, m *meter, stop <-chan struct{}) error {
-			return each(func(_ int, s stream.Stream) error {
+			return each(func(_ int, s *stream.Stream) error {
 				fs := []func() error{func() error { return catchupReader(ctx, m, 0, s, c.FetchBytes, stop) }}
 				if c.CatchupAppends {
 					fs = append(fs, func() error { return pipeline(stop, c.Inflight, appender(ctx, m, 1, s, 0, constant)) })
@@ -216,7 +216,7 @@ func prepareStreams(ctx context.Context, c Config, store stream.Store) (*workloa
 }
 
 // prefill appends payload to s until it holds bytes bytes.
-func prefill(ctx context.Context, s stream.Stream, payload []byte, depth int, bytes int64) error {
+func prefill(ctx context.Context, s *stream.Stream, payload []byte, depth int, bytes int64) error {
 	n := int((bytes + int64(len(payload)) - 1) / int64(len(payload)))
 	stop := make(chan struct{})
 	var once sync.Once
@@ -232,7 +232,7 @@ func prefill(ctx context.Context, s stream.Stream, payload []byte, depth int, by
 // tailReader follows s from its current end, recording each batch's
 // end-to-end latency (from the send time stamped in its payload) into
 // series i, until stop is closed.
-func tailReader(ctx context.Context, m *meter, i int, s stream.Stream, maxBytes int, stop <-chan struct{}) error {
+func tailReader(ctx context.Context, m *meter, i int, s *stream.Stream, maxBytes int, stop <-chan struct{}) error {
 	next := s.NextOffset()
 	for {
 		select {
@@ -264,7 +264,7 @@ func tailReader(ctx context.Context, m *meter, i int, s stream.Stream, maxBytes 
 // catchupReader reads s from its start offset to its end, again and
 // again, recording each fetch (its bytes and latency) into series i,
 // until stop is closed.
-func catchupReader(ctx context.Context, m *meter, i int, s stream.Stream, maxBytes int, stop <-chan struct{}) error {
+func catchupReader(ctx context.Context, m *meter, i int, s *stream.Stream, maxBytes int, stop <-chan struct{}) error {
 	start := s.StartOffset()
 	next := start
 	for {
@@ -295,7 +295,7 @@ func catchupReader(ctx context.Context, m *meter, i int, s stream.Stream, maxByt
 // prepareSharedLog opens c.Streams fresh SharedLog partitions; each
 // append is a fresh copy of one Kafka record batch of 1 KiB records
 // (BatchBytes/1 KiB of them, at least one).
-func prepareSharedLog(ctx context.Context, c Config, store stream.Store) (*workload, error) {
+func prepareSharedLog(ctx context.Context, c Config, store *stream.Store) (*workload, error) {
 	id := runID()
 	var logs []*sharedlog.Log
 	w := &workload{series: []string{"append"}, cleanup: func(ctx context.Context) {

@@ -37,7 +37,7 @@ func TestSoakLeakCheck(t *testing.T) {
 		stop := make(chan struct{})
 		defer close(stop)
 		ns := engineStores(t)
-		cfg := shortConfig(func(ctx context.Context, i int) (stream.Store, error) {
+		cfg := shortConfig(func(ctx context.Context, i int) (*stream.Store, error) {
 			if i == 0 {
 				// Several, so goroutines of earlier tests that end meanwhile
 				// cannot hide them from the count.
@@ -62,7 +62,7 @@ func TestSoakLeakCheck(t *testing.T) {
 	t.Run("process", func(t *testing.T) {
 		cmd := exec.Command("sleep", "60")
 		ns := engineStores(t)
-		cfg := shortConfig(func(ctx context.Context, i int) (stream.Store, error) {
+		cfg := shortConfig(func(ctx context.Context, i int) (*stream.Store, error) {
 			if i == 0 {
 				if err := cmd.Start(); err != nil {
 					return nil, err

@@ -42,7 +42,7 @@ type Config struct {
 	// (for an out-of-process driver each is its own driver process).
 	// Stores 0..Hosts-1 are the racing owners'; Hosts and Hosts+1 are the
 	// verifier's two independent readers. Required.
-	NewStore func(ctx context.Context, i int) (stream.Store, error)
+	NewStore func(ctx context.Context, i int) (*stream.Store, error)
 	// Kill crashes store i's driver process (SIGKILL) in about half the
 	// rounds (always in the middle one); nil disables driver kills. A killed store is closed and reopened with NewStore after its
 	// round.
@@ -162,7 +162,7 @@ type run struct {
 	mu     sync.Mutex
 	acks   [][]ack     // per stream
 	sess   [][]session // per stream
-	stores []stream.Store
+	stores []*stream.Store
 	killed []atomic.Bool
 	netBad atomic.Bool // a NetFault is active this round
 	ops    atomic.Int64
@@ -237,7 +237,7 @@ func runAndVerify(ctx context.Context, cfg Config) (*Report, error) {
 		rep:    Report{Seed: cfg.Seed},
 		acks:   make([][]ack, cfg.Streams),
 		sess:   make([][]session, cfg.Streams),
-		stores: make([]stream.Store, cfg.Hosts),
+		stores: make([]*stream.Store, cfg.Hosts),
 		killed: make([]atomic.Bool, cfg.Hosts),
 	}
 	defer func() {
@@ -487,7 +487,7 @@ func (r *run) owner(ctx context.Context, round, s, o int, roundAcks *atomic.Int6
 }
 
 // readAll reads the whole log of a stream through st.
-func (r *run) readAll(ctx context.Context, st stream.Store, name string, epoch uint64) ([]stream.Batch, error) {
+func (r *run) readAll(ctx context.Context, st *stream.Store, name string, epoch uint64) ([]stream.Batch, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.OpTimeout)
 	defer cancel()
 	opts := stream.OpenOptions{Mode: stream.ModeReadOnly}
@@ -525,7 +525,7 @@ func (r *run) readAll(ctx context.Context, st stream.Store, name string, epoch u
 // verify reads every stream through two stores that took no part in the
 // race and checks the logs against the acks and the sessions.
 func (r *run) verify(ctx context.Context) error {
-	var readers []stream.Store
+	var readers []*stream.Store
 	for i := 0; i < 2; i++ {
 		st, err := r.cfg.NewStore(ctx, r.cfg.Hosts+i)
 		if err != nil {

@@ -13,15 +13,15 @@ import (
 	"github.com/stratastream/strata/stream/chunked"
 )
 
-func shortConfig(newStore func(context.Context, int) (stream.Store, error)) Config {
+func shortConfig(newStore func(context.Context, int) (*stream.Store, error)) Config {
 	return Config{NewStore: newStore, Hosts: 3, Streams: 3, Owners: 4, Rounds: 6, Appends: 6, Seed: 42}
 }
 
 // engineStores returns NewStore for independent engine Stores on one
 // in-memory Storage (one namespace, as separate processes would share).
-func engineStores(t *testing.T) func(context.Context, int) (stream.Store, error) {
+func engineStores(t *testing.T) func(context.Context, int) (*stream.Store, error) {
 	mem := chunked.NewMemStorage()
-	return func(context.Context, int) (stream.Store, error) {
+	return func(context.Context, int) (*stream.Store, error) {
 		return chunked.NewStore(nopClose{mem}, chunked.Options{Driver: "engine"})
 	}
 }
@@ -37,9 +37,11 @@ func TestSoakClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	cases := map[string]func(context.Context, int) (stream.Store, error){
+	cases := map[string]func(context.Context, int) (*stream.Store, error){
 		"engine": engineStores(t),
-		"memory": func(context.Context, int) (stream.Store, error) { return unclosable{mem}, nil },
+		"memory": func(context.Context, int) (*stream.Store, error) {
+			return stream.NewStore(unclosable{mem.Driver()}), nil
+		},
 	}
 	for name, ns := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -59,7 +61,7 @@ func TestSoakClean(t *testing.T) {
 }
 
 // unclosable shares one memory store among the soak's "hosts".
-type unclosable struct{ stream.Store }
+type unclosable struct{ stream.DriverStore }
 
 func (unclosable) Close() error { return nil }
 
@@ -69,18 +71,21 @@ func (unclosable) Close() error { return nil }
 func TestSoakCatchesBrokenStores(t *testing.T) {
 	cases := []struct {
 		name  string
-		wrap  func(stream.Stream) stream.Stream
+		wrap  func(stream.DriverStream) stream.DriverStream
 		check func(*Report) bool
 	}{
-		{"acks a dropped append", func(s stream.Stream) stream.Stream { return &dropping{Stream: s} }, func(r *Report) bool { return r.Lost > 0 || r.Diverged > 0 }},
-		{"flips a byte", func(s stream.Stream) stream.Stream { return &flipping{Stream: s} }, func(r *Report) bool { return r.Diverged > 0 }},
+		{"acks a dropped append", func(s stream.DriverStream) stream.DriverStream { return &dropping{DriverStream: s} }, func(r *Report) bool { return r.Lost > 0 || r.Diverged > 0 }},
+		{"flips a byte", func(s stream.DriverStream) stream.DriverStream { return &flipping{DriverStream: s} }, func(r *Report) bool { return r.Diverged > 0 }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := engineStores(t)
-			cfg := shortConfig(func(ctx context.Context, i int) (stream.Store, error) {
+			cfg := shortConfig(func(ctx context.Context, i int) (*stream.Store, error) {
 				st, err := ns(ctx, i)
-				return wrapStore{st, tc.wrap}, err
+				if err != nil {
+					return nil, err
+				}
+				return stream.NewStore(wrapStore{st.Driver(), tc.wrap}), nil
 			})
 			rep, err := Run(context.Background(), cfg)
 			if err != nil {
@@ -96,9 +101,12 @@ func TestSoakCatchesBrokenStores(t *testing.T) {
 		// Every open uses epoch 1 underneath: the stale owners' appends are
 		// acked, at offsets beyond what higher epochs opened at.
 		ns := engineStores(t)
-		cfg := shortConfig(func(ctx context.Context, i int) (stream.Store, error) {
+		cfg := shortConfig(func(ctx context.Context, i int) (*stream.Store, error) {
 			st, err := ns(ctx, i)
-			return unfenced{st}, err
+			if err != nil {
+				return nil, err
+			}
+			return stream.NewStore(unfenced{st.Driver()}), nil
 		})
 		rep, err := Run(context.Background(), cfg)
 		if err != nil {
@@ -111,12 +119,12 @@ func TestSoakCatchesBrokenStores(t *testing.T) {
 }
 
 type wrapStore struct {
-	stream.Store
-	wrap func(stream.Stream) stream.Stream
+	stream.DriverStore
+	wrap func(stream.DriverStream) stream.DriverStream
 }
 
-func (w wrapStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
-	s, err := w.Store.Open(ctx, name, o)
+func (w wrapStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	s, err := w.DriverStore.Open(ctx, name, o)
 	if err != nil {
 		return nil, err
 	}
@@ -125,25 +133,25 @@ func (w wrapStore) Open(ctx context.Context, name string, o stream.OpenOptions) 
 
 // dropping acks every fifth append of a session without appending it.
 type dropping struct {
-	stream.Stream
+	stream.DriverStream
 	n atomic.Int64
 }
 
 func (d *dropping) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
 	if d.n.Add(1)%5 == 0 {
 		f, done := stream.NewAppendFuture()
-		next := d.Stream.NextOffset()
+		next := d.DriverStream.NextOffset()
 		done(stream.AppendResult{BaseOffset: next, NextOffset: next + int64(b.Count)}, nil)
 		return f
 	}
-	return d.Stream.Append(ctx, b)
+	return d.DriverStream.Append(ctx, b)
 }
 
 // flipping corrupts the payload of the third append of a session after it
 // is handed over (the stream may still reference it: the bytes stored
 // differ from the bytes acked).
 type flipping struct {
-	stream.Stream
+	stream.DriverStream
 	n atomic.Int64
 }
 
@@ -154,18 +162,18 @@ func (f *flipping) Append(ctx context.Context, b stream.Batch) *stream.AppendFut
 		p[headerLen-1] ^= 0x01
 		b.Payload = p
 	}
-	return f.Stream.Append(ctx, b)
+	return f.DriverStream.Append(ctx, b)
 }
 
 // unfenced opens every read-write session at epoch 1 and never reports
 // ErrFenced.
-type unfenced struct{ stream.Store }
+type unfenced struct{ stream.DriverStore }
 
-func (u unfenced) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
+func (u unfenced) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
 	if o.Mode == stream.ModeReadWrite {
 		o.Epoch = 1
 	}
-	s, err := u.Store.Open(ctx, name, o)
+	s, err := u.DriverStore.Open(ctx, name, o)
 	if errors.Is(err, stream.ErrFenced) {
 		return nil, errors.New("unexpected")
 	}

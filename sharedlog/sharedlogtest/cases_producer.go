@@ -199,7 +199,7 @@ func producerIDCases() []Case {
 				const perStore = 10
 				results := make(chan block, 2*perStore)
 				errs := make(chan error, 2)
-				for _, s := range []stream.Store{s1, s2} {
+				for _, s := range []*stream.Store{s1, s2} {
 					go func() {
 						for i := range perStore {
 							n := 1 + i%7*100

@@ -31,7 +31,7 @@ type env struct {
 }
 
 // store opens a store (Harness.NewStore), closed when the case ends.
-func (e *env) store() stream.Store {
+func (e *env) store() *stream.Store {
 	e.t.Helper()
 	s := e.h.NewStore(e.t)
 	if s == nil {
@@ -43,12 +43,12 @@ func (e *env) store() stream.Store {
 
 // A crashed store is closed too, once the case is over: its abandoned
 // sessions would otherwise run on (a real crash ends them with its process).
-func (e *env) closeLater(s stream.Store) {
+func (e *env) closeLater(s *stream.Store) {
 	e.t.Cleanup(func() { _ = s.Close() })
 }
 
 // second opens an independent store on s's namespace, or skips.
-func (e *env) second(s stream.Store) stream.Store {
+func (e *env) second(s *stream.Store) *stream.Store {
 	e.t.Helper()
 	if e.h.Second == nil {
 		e.t.Skipf("Harness.Second is nil: the harness declares no second store")
@@ -63,7 +63,7 @@ func (e *env) second(s stream.Store) stream.Store {
 
 // crash drops s (Harness.Crash) and returns the new store, or skips when the
 // harness cannot crash s without losing acked data by design.
-func (e *env) crash(s stream.Store) stream.Store {
+func (e *env) crash(s *stream.Store) *stream.Store {
 	e.t.Helper()
 	if e.h.Crash == nil {
 		e.t.Skipf("Harness.Crash is nil: the harness declares no crash hook")
@@ -101,7 +101,7 @@ func (e *env) opts(epoch int32) sharedlog.Options {
 
 // open opens partition on s, closed when the case ends; the partition's
 // streams are then deleted (through s, unless s was crashed).
-func (e *env) open(s stream.Store, partition string, o sharedlog.Options) *sharedlog.Log {
+func (e *env) open(s *stream.Store, partition string, o sharedlog.Options) *sharedlog.Log {
 	e.t.Helper()
 	e.t.Cleanup(func() {
 		e.mu.Lock()

@@ -17,40 +17,40 @@ var seq atomic.Int64
 // lossyStore is a deliberately broken driver: its read-only and second
 // opens see a stream without its last batch, as if an acked append were
 // lost.
-type lossyStore struct{ stream.Store }
+type lossyStore struct{ stream.DriverStore }
 
-func (s lossyStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
-	st, err := s.Store.Open(ctx, name, o)
+func (s lossyStore) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := s.DriverStore.Open(ctx, name, o)
 	if err != nil {
 		return nil, err
 	}
 	return lossyStream{st}, nil
 }
 
-type lossyStream struct{ stream.Stream }
+type lossyStream struct{ stream.DriverStream }
 
 func (s lossyStream) NextOffset() int64 {
-	if n := s.Stream.NextOffset(); n > 0 && s.Stream.Epoch() >= 2 {
+	if n := s.DriverStream.NextOffset(); n > 0 && s.DriverStream.Epoch() >= 2 {
 		return n - 1
 	}
-	return s.Stream.NextOffset()
+	return s.DriverStream.NextOffset()
 }
 
 func harness(broken bool) conformance.Harness {
 	var ns atomic.Value
-	wrap := func(s stream.Store) stream.Store {
+	wrap := func(s *stream.Store) *stream.Store {
 		if broken {
-			return lossyStore{s}
+			return stream.NewStore(lossyStore{s.Driver()})
 		}
 		return s
 	}
 	return conformance.Harness{
-		NewStore: func(t conformance.T) stream.Store {
+		NewStore: func(t conformance.T) *stream.Store {
 			n := fmt.Sprintf("runcase-%d", seq.Add(1))
 			ns.Store(n)
 			return wrap(memory.New(memory.Config{Namespace: n}))
 		},
-		Second: func(t conformance.T, _ stream.Store) stream.Store {
+		Second: func(t conformance.T, _ *stream.Store) *stream.Store {
 			return wrap(memory.New(memory.Config{Namespace: ns.Load().(string)}))
 		},
 	}

@@ -13,7 +13,7 @@ import (
 // new engine Stores on the same storage, as another process would be.
 func memHarness(opts chunked.Options) conformance.Harness {
 	mem := chunked.NewMemStorage()
-	open := func(t conformance.T) stream.Store {
+	open := func(t conformance.T) *stream.Store {
 		s, err := chunked.NewStore(nopClose{mem}, opts)
 		if err != nil {
 			t.Fatalf("chunked.NewStore: %v", err)
@@ -22,8 +22,8 @@ func memHarness(opts chunked.Options) conformance.Harness {
 	}
 	return conformance.Harness{
 		NewStore: open,
-		Second:   func(t conformance.T, _ stream.Store) stream.Store { return open(t) },
-		Crash:    func(t conformance.T, _ stream.Store) stream.Store { return open(t) },
+		Second:   func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
+		Crash:    func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-func newTestStore(t testing.TB, st Storage, opts Options) stream.Store {
+func newTestStore(t testing.TB, st Storage, opts Options) *stream.Store {
 	t.Helper()
 	s, err := NewStore(st, opts)
 	if err != nil {
@@ -22,7 +22,7 @@ func newTestStore(t testing.TB, st Storage, opts Options) stream.Store {
 	return s
 }
 
-func mustOpen(t testing.TB, s stream.Store, name string, epoch uint64) stream.Stream {
+func mustOpen(t testing.TB, s *stream.Store, name string, epoch uint64) *stream.Stream {
 	t.Helper()
 	st, err := s.Open(context.Background(), name, stream.OpenOptions{Epoch: epoch, CreateIfMissing: true})
 	if err != nil {
@@ -33,7 +33,7 @@ func mustOpen(t testing.TB, s stream.Store, name string, epoch uint64) stream.St
 
 func payload(i int) []byte { return []byte(fmt.Sprintf("payload-%04d", i)) }
 
-func fetchAll(t testing.TB, st stream.Stream, from int64) []stream.Batch {
+func fetchAll(t testing.TB, st *stream.Stream, from int64) []stream.Batch {
 	t.Helper()
 	var out []stream.Batch
 	for {
@@ -70,7 +70,7 @@ func TestAppendFetchReopen(t *testing.T) {
 	if got := w.NextOffset(); got != 200 {
 		t.Fatalf("next %d", got)
 	}
-	check := func(st stream.Stream) {
+	check := func(st *stream.Stream) {
 		t.Helper()
 		bs := fetchAll(t, st, 0)
 		if len(bs) != 100 {
@@ -142,7 +142,7 @@ func TestTrimGCDelete(t *testing.T) {
 		t.Fatalf("trim past end: %v", err)
 	}
 	w.Close()
-	s.(*Store).gcs.Wait()
+	s.Driver().(*Store).gcs.Wait()
 	chunks := 0
 	for _, k := range mem.Keys() {
 		if bytes.Contains([]byte(k), []byte("/c/")) {

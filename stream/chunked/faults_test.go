@@ -96,7 +96,7 @@ func TestHalfDoneDeleteIsFinished(t *testing.T) {
 		if err != nil || slices.Contains(names, "p") {
 			t.Fatalf("List after a half-done delete: %v, %v; want no %q", names, err, "p")
 		}
-		mem := s.(*Store).st.(*MemStorage)
+		mem := s.Driver().(*Store).st.(*MemStorage)
 		puts := mem.RequestStats().Puts
 		if _, err := s.Open(ctx, "p", stream.OpenOptions{Mode: stream.ModeReadOnly}); !errors.Is(err, stream.ErrNotFound) {
 			t.Fatalf("read-only open after a half-done delete: %v, want ErrNotFound", err)
@@ -248,7 +248,7 @@ func TestSessionsAfterDelete(t *testing.T) {
 	if err := s.Delete(ctx, "d"); err != nil {
 		t.Fatal(err)
 	}
-	for who, st := range map[string]stream.Stream{"writer": w, "reader": r} {
+	for who, st := range map[string]*stream.Stream{"writer": w, "reader": r} {
 		if bs, err := st.Fetch(ctx, 0, 1, 0); err != nil || len(bs) != 1 || string(bs[0].Payload) != string(payload(0)) {
 			t.Fatalf("%s: cached fetch after the delete: %v, %v; want the acked batch", who, bs, err)
 		}

@@ -26,8 +26,8 @@ func TestDeleteSweepsLateChunks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s := st.(*Store)
-				w := mustOpen(t, s, "x", 1)
+				s := st.Driver().(*Store)
+				w := mustOpen(t, st, "x", 1)
 				if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: payload(1)}); err != nil {
 					t.Fatal(err)
 				}

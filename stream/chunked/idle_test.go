@@ -18,7 +18,7 @@ func TestIdleSessionsPark(t *testing.T) {
 	s := newTestStore(t, NewMemStorage(), Options{})
 	base := runtime.NumGoroutine()
 	const n = 40
-	ws := make([]stream.Stream, n)
+	ws := make([]*stream.Stream, n)
 	for i := range ws {
 		ws[i] = mustOpen(t, s, fmt.Sprintf("idle-%d", i), 1)
 		for j := range 2 {

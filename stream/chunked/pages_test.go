@@ -32,7 +32,7 @@ func (m *metaBytes) PutIfAbsent(ctx context.Context, key string, data []byte) er
 }
 
 // appendEach appends n one-record batches one at a time (one chunk each).
-func appendEach(t *testing.T, w stream.Stream, from, n int) {
+func appendEach(t *testing.T, w *stream.Stream, from, n int) {
 	t.Helper()
 	for i := from; i < from+n; i++ {
 		if _, err := stream.Append(context.Background(), w, stream.Batch{Count: 1, Payload: payload(i)}); err != nil {
@@ -49,7 +49,7 @@ func newestManifest(t *testing.T, st Storage, name string) (layout, *manifest) {
 		t.Fatal(err)
 	}
 	defer ss.Close()
-	s := ss.(*Store)
+	s := ss.Driver().(*Store)
 	l, _, err := s.live(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestReaderPassesCollectedPage(t *testing.T) {
 }
 
 // waitGC waits for the background GCs s started.
-func waitGC(s stream.Store) { s.(*Store).gcs.Wait() }
+func waitGC(s *stream.Store) { s.Driver().(*Store).gcs.Wait() }
 
 // pageGetHook runs before, when set, ahead of every Get of an index page,
 // and counts the Gets of index pages that are gone.

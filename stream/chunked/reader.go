@@ -72,9 +72,6 @@ func (r *reader) Trim(ctx context.Context, newStart int64) error {
 }
 
 func (r *reader) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]stream.Batch, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

@@ -94,7 +94,7 @@ func TestHostileNamesBeforeIO(t *testing.T) {
 	rec.take() // whatever NewStore itself read
 	for _, st := range []struct {
 		name  string
-		store stream.Store
+		store *stream.Store
 	}{{"engine", engine}, {"memory", mem}} {
 		for _, n := range hostileNames {
 			calls := map[string]error{}

@@ -218,8 +218,8 @@ type simProc struct {
 	id         int
 	reader     bool
 	epoch      uint64
-	store      stream.Store
-	st         stream.Stream
+	store      *stream.Store
+	st         *stream.Stream
 	sess       sessionKey
 	inc        string
 	deleter    bool
@@ -685,7 +685,7 @@ func (w *simWorld) openWriter() {
 			w.logf("p%d: Open(epoch %d) fails: %v", p.id, e, err)
 			return
 		}
-		wr := st.(*writer)
+		wr := st.Driver().(*writer)
 		p.st, p.sess, p.inc, p.openedAt = st, wr.self, wr.l.inc, w.step
 		next := st.NextOffset()
 		w.logf("p%d: Open(epoch %d) returns session %v next %d", p.id, e, p.sess, next)
@@ -730,12 +730,12 @@ func (w *simWorld) openReader() {
 			w.logf("p%d: read-only Open fails: %v", p.id, err)
 			return
 		}
-		p.st, p.inc = st, st.(*reader).l.inc
+		p.st, p.inc = st, st.Driver().(*reader).l.inc
 		w.logf("p%d: read-only Open returns next %d", p.id, st.NextOffset())
 	}()
 }
 
-func (w *simWorld) appender(p *simProc, st stream.Stream, apps chan simAppend) {
+func (w *simWorld) appender(p *simProc, st *stream.Stream, apps chan simAppend) {
 	for a := range apps {
 		f := st.Append(context.Background(), a.batch)
 		go func() {
@@ -1009,7 +1009,7 @@ func (w *simWorld) check() {
 		err = nil
 	}
 	if err == nil && !deleted {
-		inc = st.(*reader).l.inc
+		inc = st.Driver().(*reader).l.inc
 		start = st.StartOffset()
 		from := start
 		for {

@@ -16,7 +16,8 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// Store implements stream.Store on a Storage.
+// Store is the engine: a stream.DriverStore on a Storage. NewStore returns
+// it behind the front door (stream.NewStore).
 type Store struct {
 	st    Storage
 	opts  Options
@@ -35,11 +36,11 @@ type Store struct {
 	sweeps   map[*time.Timer]layout // pending sweeps of deleted incarnations
 }
 
-var _ stream.Store = (*Store)(nil)
+var _ stream.DriverStore = (*Store)(nil)
 
-// NewStore returns a stream.Store that keeps its streams on st. The Store
-// owns st: Store.Close closes it.
-func NewStore(st Storage, opts Options) (stream.Store, error) {
+// NewStore returns a stream.Store that keeps its streams on st: the engine
+// behind the front door. The Store owns st: Store.Close closes it.
+func NewStore(st Storage, opts Options) (*stream.Store, error) {
 	if st == nil {
 		return nil, fmt.Errorf("%w: chunked.NewStore: nil Storage", stream.ErrInvalidArgument)
 	}
@@ -51,7 +52,7 @@ func NewStore(st Storage, opts Options) (stream.Store, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	sum := sha256.Sum256([]byte(o.NewID()))
 	copy(s.idPrefix[:], sum[:])
-	return s, nil
+	return stream.NewStore(s), nil
 }
 
 func randomID() string { return rand.Text() }
@@ -64,7 +65,7 @@ func (s *Store) newPutID() putID {
 	return id
 }
 
-// Info implements stream.Store.
+// Info implements stream.DriverStore.
 func (s *Store) Info() stream.Info {
 	return stream.Info{
 		Driver:          s.opts.Driver,
@@ -78,17 +79,16 @@ func (s *Store) Info() stream.Info {
 	}
 }
 
-func (s *Store) check(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// check fails once the store is closed. The front door (stream.Store) has
+// checked the name and ctx.
+func (s *Store) check() error {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return fmt.Errorf("%w: chunked store (%s)", stream.ErrClosed, s.opts.Driver)
 	}
-	return stream.ValidateName(name)
+	return nil
 }
 
 // ---- generation chain ----
@@ -125,10 +125,10 @@ func (s *Store) live(ctx context.Context, name string) (layout, uint64, error) {
 	return newLayout(name, g.Inc), n, nil
 }
 
-// Create implements stream.Store: it writes the new incarnation's first
+// Create implements stream.DriverStore: it writes the new incarnation's first
 // manifest, then links it into the generation chain with put-if-absent.
 func (s *Store) Create(ctx context.Context, name string) error {
-	if err := s.check(ctx, name); err != nil {
+	if err := s.check(); err != nil {
 		return err
 	}
 	for {
@@ -191,15 +191,10 @@ func (s *Store) Create(ctx context.Context, name string) error {
 	}
 }
 
-// Open implements stream.Store.
-func (s *Store) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
-	if err := s.check(ctx, name); err != nil {
+// Open implements stream.DriverStore.
+func (s *Store) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	if err := s.check(); err != nil {
 		return nil, err
-	}
-	switch o.Mode {
-	case stream.ModeReadWrite, stream.ModeReadOnly:
-	default:
-		return nil, fmt.Errorf("%w: stream %q: open mode %d", stream.ErrInvalidArgument, name, o.Mode)
 	}
 	ctx = withReadRetries(ctx)
 	for attempt := 0; ; attempt++ {
@@ -213,7 +208,7 @@ func (s *Store) Open(ctx context.Context, name string, o stream.OpenOptions) (st
 		if err != nil {
 			return nil, err
 		}
-		var st stream.Stream
+		var st stream.DriverStream
 		if o.Mode == stream.ModeReadOnly {
 			st, err = s.openReader(ctx, l)
 		} else {
@@ -262,12 +257,12 @@ func (s *Store) sessionDone(w *writer) {
 	s.mu.Unlock()
 }
 
-// Delete implements stream.Store: fence the incarnation with a delete
+// Delete implements stream.DriverStore: fence the incarnation with a delete
 // manifest (the largest session), link a tombstone into the generation
 // chain, then remove the incarnation's chunks. Its manifests stay: they
 // are what fences every old holder and opener (docs/engine.md, "Delete").
 func (s *Store) Delete(ctx context.Context, name string) error {
-	if err := s.check(ctx, name); err != nil {
+	if err := s.check(); err != nil {
 		return err
 	}
 	l, n, err := s.live(ctx, name)
@@ -418,17 +413,11 @@ func (s *Store) removeObjects(ctx context.Context, l layout, keepManifests bool)
 	}
 }
 
-// List implements stream.Store. It is the one caller of Storage.List
+// List implements stream.DriverStore. It is the one caller of Storage.List
 // besides GC and Delete.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.check(); err != nil {
 		return nil, err
-	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("%w: chunked store (%s)", stream.ErrClosed, s.opts.Driver)
 	}
 	for i := 0; i < len(prefix); i++ {
 		c := prefix[i]
@@ -503,7 +492,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	return out, nil
 }
 
-// Close implements stream.Store: open sessions end (their unacked appends
+// Close implements stream.DriverStore: open sessions end (their unacked appends
 // fail with ErrClosed), background GC stops, and the Storage is closed.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -539,9 +528,6 @@ func (s *Store) Close() error {
 // counts when it keeps them (StatsReporter), else an error matching
 // errors.ErrUnsupported.
 func (s *Store) BackendStats(ctx context.Context) (RequestStats, error) {
-	if err := ctx.Err(); err != nil {
-		return RequestStats{}, err
-	}
 	r, ok := s.st.(StatsReporter)
 	if !ok {
 		return RequestStats{}, fmt.Errorf("%s: the storage does not count its requests: %w", s.opts.Driver, errors.ErrUnsupported)

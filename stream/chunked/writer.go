@@ -218,7 +218,7 @@ func (w *writer) park(ctxDone <-chan struct{}) bool {
 	return true
 }
 
-// ---- the stream.Stream API ----
+// ---- the stream.DriverStream API ----
 
 func (w *writer) Name() string  { return w.l.name }
 func (w *writer) Epoch() uint64 { return w.self.Epoch }
@@ -235,13 +235,9 @@ func (w *writer) NextOffset() int64 {
 	return w.view.next
 }
 
+// Append, Trim and Fetch run behind the front door (stream.Stream), which
+// has checked the batch, the context and the session's closed state.
 func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
-	if err := w.s.Info().CheckBatch(b); err != nil {
-		return stream.FailedAppend(fmt.Errorf("stream %q: %w", w.l.name, err))
-	}
-	if err := ctx.Err(); err != nil {
-		return stream.FailedAppend(err)
-	}
 	enc := batchEncodedLen(b)
 	supplied := b.PayloadChecksumSet && enc >= combineMin
 	if b.PayloadChecksumSet && !supplied {
@@ -379,9 +375,6 @@ func (w *writer) closedErr() error {
 }
 
 func (w *writer) Trim(ctx context.Context, newStart int64) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	r := &trimReq{ctx: ctx, newStart: newStart, errc: make(chan error, 1)}
 	select {
 	case <-w.closing:
@@ -427,9 +420,6 @@ func (w *writer) Trim(ctx context.Context, newStart int64) error {
 }
 
 func (w *writer) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]stream.Batch, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	select {
 	case <-w.closing:
 		return nil, w.closedErr()

@@ -78,7 +78,7 @@ func TestStartErrors(t *testing.T) {
 
 // openBad opens a store on the misbehaving test driver in the given mode
 // and a session on it.
-func openBad(t *testing.T, mode string) stream.Stream {
+func openBad(t *testing.T, mode string) *stream.Stream {
 	t.Helper()
 	ctx := testCtx(t)
 	st, err := Open(ctx, badBinary(t), []byte(`{"Mode":"`+mode+`"}`))

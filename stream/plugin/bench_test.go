@@ -89,7 +89,7 @@ func BenchmarkAppend(b *testing.B) {
 				b.Fatal(err)
 			}
 			t := streamTarget(b, st)
-			t.peer = st.(*hostStore).c.Pid()
+			t.peer = st.Driver().(*hostStore).c.Pid()
 			return t
 		}},
 	}
@@ -109,7 +109,7 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // streamTarget appends to a fresh stream of st.
-func streamTarget(b *testing.B, st stream.Store) benchTarget {
+func streamTarget(b *testing.B, st *stream.Store) benchTarget {
 	ctx := context.Background()
 	s, err := st.Open(ctx, "bench", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
 	if err != nil {

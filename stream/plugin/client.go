@@ -416,8 +416,12 @@ func (c *Client) check(what string) error {
 // JSON or YAML config document; it may hold secrets and travels only in this
 // call). Several stores may be open on one Client. Closing the Store does
 // not stop the driver process.
-func (c *Client) OpenStore(ctx context.Context, config []byte) (stream.Store, error) {
-	return c.openStore(ctx, config, false)
+func (c *Client) OpenStore(ctx context.Context, config []byte) (*stream.Store, error) {
+	st, err := c.openStore(ctx, config, false)
+	if err != nil {
+		return nil, err
+	}
+	return stream.NewStore(st), nil
 }
 
 func (c *Client) openStore(ctx context.Context, config []byte, owns bool) (*hostStore, error) {
@@ -434,7 +438,16 @@ func (c *Client) openStore(ctx context.Context, config []byte, owns bool) (*host
 
 // Open starts the driver binary and opens one Store on it from config. The
 // Store's Close also stops the driver process.
-func Open(ctx context.Context, binary string, config []byte, opts ...Option) (stream.Store, error) {
+func Open(ctx context.Context, binary string, config []byte, opts ...Option) (*stream.Store, error) {
+	st, err := open(ctx, binary, config, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return stream.NewStore(st), nil
+}
+
+// open starts the driver binary and opens the store that owns its Client.
+func open(ctx context.Context, binary string, config []byte, opts ...Option) (*hostStore, error) {
 	c, err := Start(ctx, binary, opts...)
 	if err != nil {
 		return nil, err

@@ -107,7 +107,7 @@ func startMemory(t *testing.T, opts ...Option) *Client {
 }
 
 // openMemory opens a store on the out-of-process memory driver.
-func openMemory(t *testing.T, config string) stream.Store {
+func openMemory(t *testing.T, config string) *stream.Store {
 	t.Helper()
 	st, err := Open(testCtx(t), memoryBinary(t), []byte(config))
 	if err != nil {

@@ -189,7 +189,7 @@ func TestCleanupClients(t *testing.T) {
 			t.Fatalf("OpenStore after CleanupClients: %v, want ErrClosed", err)
 		}
 	}
-	hs := st.(*hostStore)
+	hs := st.Driver().(*hostStore)
 	waitGone(ctx, t, hs.c.Pid(), "CleanupClients (plugin.Open)")
 	if _, err := s.Append(ctx, stream.Batch{Count: 1}).Wait(ctx); err == nil {
 		t.Fatal("append after CleanupClients succeeded")
@@ -203,7 +203,7 @@ func TestCloseStopsDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := st.(*hostStore).c.Pid()
+	pid := st.Driver().(*hostStore).c.Pid()
 	if err := st.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

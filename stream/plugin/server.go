@@ -118,16 +118,16 @@ type server struct {
 
 	mu       sync.Mutex
 	nextID   uint64
-	stores   map[uint64]stream.Store
-	sessions map[uint64]stream.Stream
+	stores   map[uint64]*stream.Store
+	sessions map[uint64]*stream.Stream
 }
 
 func newServer(open stream.Opener, logger *slog.Logger) *server {
 	return &server{
 		open:     open,
 		logger:   logger,
-		stores:   map[uint64]stream.Store{},
-		sessions: map[uint64]stream.Stream{},
+		stores:   map[uint64]*stream.Store{},
+		sessions: map[uint64]*stream.Stream{},
 	}
 }
 
@@ -136,7 +136,7 @@ func newServer(open stream.Opener, logger *slog.Logger) *server {
 func (s *server) closeAll() {
 	s.mu.Lock()
 	sessions, stores := s.sessions, s.stores
-	s.sessions, s.stores = map[uint64]stream.Stream{}, map[uint64]stream.Store{}
+	s.sessions, s.stores = map[uint64]*stream.Stream{}, map[uint64]*stream.Store{}
 	s.mu.Unlock()
 	for _, st := range sessions {
 		_ = st.Close()
@@ -146,7 +146,7 @@ func (s *server) closeAll() {
 	}
 }
 
-func (s *server) store(id uint64) (stream.Store, error) {
+func (s *server) store(id uint64) (*stream.Store, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.stores[id]
@@ -156,7 +156,7 @@ func (s *server) store(id uint64) (stream.Store, error) {
 	return st, nil
 }
 
-func (s *server) session(id uint64) (stream.Stream, error) {
+func (s *server) session(id uint64) (*stream.Stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.sessions[id]

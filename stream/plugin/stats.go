@@ -12,17 +12,13 @@ import (
 	streamv1 "github.com/stratastream/strata/stream/plugin/proto/strata/stream/v1"
 )
 
-// Stats serves stream.StatsReporter of a store in the driver process.
+// Stats serves Store.BackendStats of a store in the driver process.
 func (s *server) Stats(ctx context.Context, req *streamv1.StatsRequest) (*streamv1.StatsResponse, error) {
 	st, err := s.store(req.GetStore())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	r, ok := st.(stream.StatsReporter)
-	if !ok {
-		return &streamv1.StatsResponse{}, nil
-	}
-	v, err := r.BackendStats(ctx)
+	v, err := st.BackendStats(ctx)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return &streamv1.StatsResponse{}, nil
 	}
@@ -43,7 +39,7 @@ var _ stream.StatsReporter = (*hostStore)(nil)
 // matching errors.ErrUnsupported.
 func (s *hostStore) BackendStats(ctx context.Context) (stream.RequestStats, error) {
 	what := "backend request stats"
-	if err := s.check(ctx, what); err != nil {
+	if err := s.check(what); err != nil {
 		return stream.RequestStats{}, err
 	}
 	resp, err := s.c.rpc.Stats(ctx, &streamv1.StatsRequest{Store: s.id})

@@ -9,7 +9,10 @@ import (
 	streamv1 "github.com/stratastream/strata/stream/plugin/proto/strata/stream/v1"
 )
 
-// hostStore is the host side of a Store that lives in a driver process.
+// hostStore is the host side of a Store that lives in a driver process: a
+// stream.DriverStore, behind the front door (stream.NewStore), which has
+// checked names, contexts, modes and the closed state before a call gets
+// here.
 type hostStore struct {
 	c      *Client
 	id     uint64
@@ -18,24 +21,22 @@ type hostStore struct {
 	closed atomic.Bool
 }
 
-var _ stream.Store = (*hostStore)(nil)
+var _ stream.DriverStore = (*hostStore)(nil)
 
 func (s *hostStore) Info() stream.Info { return s.info }
 
-// check fails with ErrClosed after Close, before any RPC.
-func (s *hostStore) check(ctx context.Context, what string) error {
+// check fails with ErrClosed after Close (a Supervisor holds hostStores
+// without a front door) or once the driver process is gone, before any RPC.
+func (s *hostStore) check(what string) error {
 	if s.closed.Load() {
 		return fmt.Errorf("%w: %s: store of %s", stream.ErrClosed, what, s.c.describe())
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
 	}
 	return s.c.check(what)
 }
 
 func (s *hostStore) Create(ctx context.Context, name string) error {
 	what := fmt.Sprintf("create stream %q", name)
-	if err := s.check(ctx, what); err != nil {
+	if err := s.check(what); err != nil {
 		return err
 	}
 	_, err := s.c.rpc.Create(ctx, &streamv1.StreamNameRequest{Store: s.id, Name: []byte(name)})
@@ -44,7 +45,7 @@ func (s *hostStore) Create(ctx context.Context, name string) error {
 
 func (s *hostStore) Delete(ctx context.Context, name string) error {
 	what := fmt.Sprintf("delete stream %q", name)
-	if err := s.check(ctx, what); err != nil {
+	if err := s.check(what); err != nil {
 		return err
 	}
 	_, err := s.c.rpc.Delete(ctx, &streamv1.StreamNameRequest{Store: s.id, Name: []byte(name)})
@@ -53,7 +54,7 @@ func (s *hostStore) Delete(ctx context.Context, name string) error {
 
 func (s *hostStore) List(ctx context.Context, prefix string) ([]string, error) {
 	what := fmt.Sprintf("list streams with prefix %q", prefix)
-	if err := s.check(ctx, what); err != nil {
+	if err := s.check(what); err != nil {
 		return nil, err
 	}
 	resp, err := s.c.rpc.List(ctx, &streamv1.ListRequest{Store: s.id, Prefix: []byte(prefix)})
@@ -63,13 +64,10 @@ func (s *hostStore) List(ctx context.Context, prefix string) ([]string, error) {
 	return resp.GetNames(), nil
 }
 
-func (s *hostStore) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
+func (s *hostStore) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
 	what := fmt.Sprintf("open stream %q (%s, epoch %d)", name, opts.Mode, opts.Epoch)
-	if err := s.check(ctx, what); err != nil {
+	if err := s.check(what); err != nil {
 		return nil, err
-	}
-	if opts.Mode != stream.ModeReadWrite && opts.Mode != stream.ModeReadOnly {
-		return nil, fmt.Errorf("%w: %s: unknown mode %d", stream.ErrInvalidArgument, what, int(opts.Mode))
 	}
 	resp, err := s.c.rpc.OpenStream(ctx, &streamv1.OpenStreamRequest{
 		Store:           s.id,

@@ -31,7 +31,7 @@ type hostStream struct {
 	pipe   *appendPipe // started by the first Append
 }
 
-var _ stream.Stream = (*hostStream)(nil)
+var _ stream.DriverStream = (*hostStream)(nil)
 
 func (h *hostStream) Name() string       { return h.name }
 func (h *hostStream) Epoch() uint64      { return h.epoch }
@@ -61,16 +61,9 @@ func (h *hostStream) observe(start, next int64) {
 	raise(&h.next, next)
 }
 
-func (h *hostStream) check(ctx context.Context, what string) error {
-	h.mu.Lock()
-	closed := h.closed
-	h.mu.Unlock()
-	if closed {
-		return fmt.Errorf("%w: %s", stream.ErrClosed, what)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
+// check fails once the driver process is gone. The front door
+// (stream.Stream) has checked ctx and the closed state.
+func (h *hostStream) check(what string) error {
 	return h.c.check(what)
 }
 
@@ -80,9 +73,6 @@ func (h *hostStream) check(ctx context.Context, what string) error {
 // governs only admission: a done ctx fails the future with ctx.Err() before
 // the batch is queued.
 func (h *hostStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
-	if err := ctx.Err(); err != nil {
-		return stream.FailedAppend(err)
-	}
 	pb := batchToProto(&b, payloadChecksum(&b))
 	h.mu.Lock()
 	if h.closed {
@@ -106,7 +96,7 @@ func (h *hostStream) Append(ctx context.Context, b stream.Batch) *stream.AppendF
 // fetchAssembler).
 func (h *hostStream) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]stream.Batch, error) {
 	what := fmt.Sprintf("fetch stream %q at %d", h.name, start)
-	if err := h.check(ctx, what); err != nil {
+	if err := h.check(what); err != nil {
 		return nil, err
 	}
 	limit := maxBytes
@@ -145,7 +135,7 @@ func (h *hostStream) Fetch(ctx context.Context, start, end int64, maxBytes int) 
 
 func (h *hostStream) Trim(ctx context.Context, newStart int64) error {
 	what := fmt.Sprintf("trim stream %q to %d", h.name, newStart)
-	if err := h.check(ctx, what); err != nil {
+	if err := h.check(what); err != nil {
 		return err
 	}
 	resp, err := h.c.rpc.Trim(ctx, &streamv1.TrimRequest{Session: h.session, NewStart: newStart})

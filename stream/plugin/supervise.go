@@ -31,7 +31,8 @@ func WithRestartDelay(d time.Duration) Option {
 	return func(o *options) { o.restartDelay = d }
 }
 
-// Supervisor is a stream.Store in a driver process that it restarts when
+// Supervisor is a stream.DriverStore (wrap it with stream.NewStore) of a
+// store in a driver process that it restarts when
 // the process dies: after the restart delay it starts the binary again and
 // reopens the store with the same config, retrying with back-off. While the
 // driver is down every call fails at once with stream.ErrUnavailable naming
@@ -60,7 +61,7 @@ type Supervisor struct {
 }
 
 var (
-	_ stream.Store         = (*Supervisor)(nil)
+	_ stream.DriverStore   = (*Supervisor)(nil)
 	_ stream.StatsReporter = (*Supervisor)(nil)
 )
 
@@ -73,13 +74,13 @@ func OpenSupervised(ctx context.Context, binary string, config []byte, opts ...O
 	for _, opt := range opts {
 		opt(&o)
 	}
-	st, err := Open(ctx, binary, config, opts...)
+	st, err := open(ctx, binary, config, opts...)
 	if err != nil {
 		return nil, err
 	}
 	s := &Supervisor{
 		binary: binary, config: config, opts: opts, delay: o.restartDelay, logger: o.logger,
-		info: st.Info(), store: st.(*hostStore), done: make(chan struct{}),
+		info: st.Info(), store: st, done: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.supervise()
@@ -139,10 +140,10 @@ func (s *Supervisor) restart() (*hostStore, bool) {
 		case <-time.After(delay):
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, restartStartTimeout)
-		st, err := Open(ctx, s.binary, s.config, s.opts...)
+		st, err := open(ctx, s.binary, s.config, s.opts...)
 		cancel()
 		if err == nil {
-			return st.(*hostStore), true
+			return st, true
 		}
 		if s.ctx.Err() != nil {
 			return nil, false
@@ -204,7 +205,7 @@ func (s *Supervisor) Create(ctx context.Context, name string) error {
 
 // Open opens a stream on the running driver; the stream fails with
 // stream.ErrUnavailable if this driver process dies.
-func (s *Supervisor) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
+func (s *Supervisor) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
 	st, err := s.current(fmt.Sprintf("open stream %q", name))
 	if err != nil {
 		return nil, err

@@ -20,8 +20,9 @@ func TestSupervisorRestartsDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	old, err := s.Open(ctx, "k", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	store := stream.NewStore(s)
+	defer store.Close()
+	old, err := store.Open(ctx, "k", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestSupervisorRestartsDriver(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := s.Create(ctx, "x"); !errors.Is(err, stream.ErrUnavailable) {
+	if err := store.Create(ctx, "x"); !errors.Is(err, stream.ErrUnavailable) {
 		t.Fatalf("Create while down: %v, want ErrUnavailable", err)
 	}
 	for !s.DriverUp() {
@@ -54,7 +55,7 @@ func TestSupervisorRestartsDriver(t *testing.T) {
 	if _, err := stream.Append(ctx, old, stream.Batch{Count: 1, Payload: []byte("a")}); !errors.Is(err, stream.ErrUnavailable) {
 		t.Fatalf("append on a stream of the dead process: %v, want ErrUnavailable", err)
 	}
-	if err := s.Create(ctx, "x"); err != nil {
+	if err := store.Create(ctx, "x"); err != nil {
 		t.Fatalf("Create after the restart: %v", err)
 	}
 
@@ -66,14 +67,14 @@ func TestSupervisorRestartsDriver(t *testing.T) {
 	for s.DriverUp() {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := s.Close(); err != nil {
+	if err := store.Close(); err != nil {
 		t.Fatalf("Close while down: %v", err)
 	}
 	time.Sleep(1500 * time.Millisecond)
 	if s.Client() != nil || s.DriverRestarts() != 1 {
 		t.Fatalf("a closed Supervisor restarted its driver (restarts %d)", s.DriverRestarts())
 	}
-	if err := s.Create(ctx, "y"); !errors.Is(err, stream.ErrClosed) {
+	if err := store.Create(ctx, "y"); !errors.Is(err, stream.ErrClosed) {
 		t.Fatalf("Create after Close: %v, want ErrClosed", err)
 	}
 }

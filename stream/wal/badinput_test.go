@@ -15,13 +15,13 @@ import (
 )
 
 // keepBase keeps a shared base store open when one virtual Store closes.
-type keepBase struct{ stream.Store }
+type keepBase struct{ stream.DriverStore }
 
 func (keepBase) Close() error { return nil }
 
-func newTestStore(t *testing.T, base stream.Store) *Store {
+func newTestStore(t *testing.T, base *stream.Store) *Store {
 	t.Helper()
-	s, err := NewStore(keepBase{base}, Options{SweepInterval: -1})
+	s, err := NewStore(stream.NewStore(keepBase{base.Driver()}), Options{SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func newTestStore(t *testing.T, base stream.Store) *Store {
 	return s
 }
 
-func mustAppend(t *testing.T, st stream.Stream, payload string) stream.AppendResult {
+func mustAppend(t *testing.T, st stream.DriverStream, payload string) stream.AppendResult {
 	t.Helper()
 	r, err := stream.Append(context.Background(), st, stream.Batch{Count: 1, Payload: []byte(payload)})
 	if err != nil {
@@ -41,9 +41,9 @@ func mustAppend(t *testing.T, st stream.Stream, payload string) stream.AppendRes
 // crashedWriter leaves streams with tails in the WAL of a writer session
 // that is then abandoned (its Store dropped without Close), and returns
 // the WAL's name.
-func crashedWriter(t *testing.T, base stream.Store, names ...string) string {
+func crashedWriter(t *testing.T, base *stream.Store, names ...string) string {
 	t.Helper()
-	s, err := NewStore(keepBase{base}, Options{SweepInterval: -1})
+	s, err := NewStore(stream.NewStore(keepBase{base.Driver()}), Options{SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func crashedWriter(t *testing.T, base stream.Store, names ...string) string {
 }
 
 // appendRaw appends payload to the base stream name after fencing it.
-func appendRaw(t *testing.T, base stream.Store, name string, epoch uint64, payload []byte) {
+func appendRaw(t *testing.T, base *stream.Store, name string, epoch uint64, payload []byte) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := base.Open(ctx, name, stream.OpenOptions{Epoch: epoch})
@@ -190,12 +190,12 @@ func TestForeignDataBatch(t *testing.T) {
 
 // countingBase counts the fencing opens of WALs and their fetches.
 type countingBase struct {
-	stream.Store
+	stream.DriverStore
 	walOpens, walFetches atomic.Int64
 }
 
-func (c *countingBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
-	st, err := c.Store.Open(ctx, name, o)
+func (c *countingBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := c.DriverStore.Open(ctx, name, o)
 	if err != nil || !strings.HasPrefix(name, DefaultPrefix+"/") || o.Epoch != fenceEpoch {
 		return st, err // not a fencing open of a WAL
 	}
@@ -206,13 +206,13 @@ func (c *countingBase) Open(ctx context.Context, name string, o stream.OpenOptio
 func (c *countingBase) Close() error { return nil }
 
 type countingStream struct {
-	stream.Stream
+	stream.DriverStream
 	c *countingBase
 }
 
 func (s countingStream) Fetch(ctx context.Context, start, end int64, max int) ([]stream.Batch, error) {
 	s.c.walFetches.Add(1)
-	return s.Stream.Fetch(ctx, start, end, max)
+	return s.DriverStream.Fetch(ctx, start, end, max)
 }
 
 // TestRecoveryReadsWALOnce: opening many streams whose tails sit in one
@@ -224,8 +224,8 @@ func TestRecoveryReadsWALOnce(t *testing.T) {
 		names = append(names, fmt.Sprintf("p/%d", i))
 	}
 	crashedWriter(t, base, names...)
-	cb := &countingBase{Store: base}
-	s, err := NewStore(cb, Options{SweepInterval: -1})
+	cb := &countingBase{DriverStore: base.Driver()}
+	s, err := NewStore(stream.NewStore(cb), Options{SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func TestFetchInsideRuns(t *testing.T) {
 		want = append(want, b)
 		off += int64(b.Count)
 	}
-	check := func(st stream.Stream, from string) {
+	check := func(st stream.DriverStream, from string) {
 		t.Helper()
 		for start := int64(0); start < off; start++ {
 			for _, end := range []int64{start + 1, start + 5, stream.NoEnd} {

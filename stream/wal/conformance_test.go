@@ -14,7 +14,7 @@ import (
 )
 
 // keepOpen keeps a shared base store open when one virtual Store closes.
-type keepOpen struct{ stream.Store }
+type keepOpen struct{ stream.DriverStore }
 
 func (keepOpen) Close() error { return nil }
 
@@ -22,18 +22,18 @@ func (keepOpen) Close() error { return nil }
 // the second store and the store after a "crash" (dropped without Close)
 // are new wal Stores, new writer sessions with WALs of their own, on the
 // same base, as another process would be.
-func harness(base stream.Store, opts wal.Options) conformance.Harness {
-	open := func(t conformance.T) stream.Store {
-		s, err := wal.NewStore(keepOpen{base}, opts)
+func harness(base *stream.Store, opts wal.Options) conformance.Harness {
+	open := func(t conformance.T) *stream.Store {
+		s, err := wal.NewStore(stream.NewStore(keepOpen{base.Driver()}), opts)
 		if err != nil {
 			t.Fatalf("wal.NewStore: %v", err)
 		}
-		return s
+		return stream.NewStore(s)
 	}
 	return conformance.Harness{
 		NewStore: open,
-		Second:   func(t conformance.T, _ stream.Store) stream.Store { return open(t) },
-		Crash:    func(t conformance.T, _ stream.Store) stream.Store { return open(t) },
+		Second:   func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
+		Crash:    func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
 	}
 }
 

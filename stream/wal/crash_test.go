@@ -62,7 +62,7 @@ func TestCrashChild(t *testing.T) {
 	s := crashOpenStore(t, dir, 64<<10)
 	ctx := context.Background()
 	out := bufio.NewWriter(os.Stdout)
-	var sts []stream.Stream
+	var sts []stream.DriverStream
 	for i := range crashStreams {
 		st, err := s.Open(ctx, fmt.Sprintf("crash/s%d", i), stream.OpenOptions{Epoch: uint64(round + 1), CreateIfMissing: true})
 		if err != nil {

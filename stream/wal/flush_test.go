@@ -15,22 +15,22 @@ import (
 // gatedBase holds the first WAL append until gate closes and counts the
 // WAL appends.
 type gatedBase struct {
-	stream.Store
+	stream.DriverStore
 	gate    chan struct{}
 	once    sync.Once
 	appends atomic.Int64
 }
 
-func (g *gatedBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.Stream, error) {
-	st, err := g.Store.Open(ctx, name, o)
+func (g *gatedBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := g.DriverStore.Open(ctx, name, o)
 	if err != nil || !strings.HasPrefix(name, DefaultPrefix+"/") {
 		return st, err
 	}
-	return &gatedStream{Stream: st, g: g}, nil
+	return &gatedStream{DriverStream: st, g: g}, nil
 }
 
 type gatedStream struct {
-	stream.Stream
+	stream.DriverStream
 	g *gatedBase
 }
 
@@ -39,12 +39,12 @@ func (s *gatedStream) Append(ctx context.Context, b stream.Batch) *stream.Append
 	first := false
 	s.g.once.Do(func() { first = true })
 	if !first {
-		return s.Stream.Append(ctx, b)
+		return s.DriverStream.Append(ctx, b)
 	}
 	f, done := stream.NewAppendFuture()
 	go func() {
 		<-s.g.gate
-		done(s.Stream.Append(ctx, b).Wait(ctx))
+		done(s.DriverStream.Append(ctx, b).Wait(ctx))
 	}()
 	return f
 }
@@ -55,8 +55,8 @@ func (s *gatedStream) Append(ctx context.Context, b stream.Batch) *stream.Append
 func TestFlushWhenIdle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	g := &gatedBase{Store: memory.New(memory.Config{}), gate: make(chan struct{})}
-	s, err := NewStore(g, Options{Linger: time.Hour, FlushWhenIdle: true})
+	g := &gatedBase{DriverStore: memory.New(memory.Config{}).Driver(), gate: make(chan struct{})}
+	s, err := NewStore(stream.NewStore(g), Options{Linger: time.Hour, FlushWhenIdle: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,14 +99,14 @@ func TestFlushWhenIdle(t *testing.T) {
 func TestFlushWhenIdleGroupsBackToBackAppends(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	g := &gatedBase{Store: memory.New(memory.Config{}), gate: make(chan struct{})}
+	g := &gatedBase{DriverStore: memory.New(memory.Config{}).Driver(), gate: make(chan struct{})}
 	close(g.gate)
-	s, err := NewStore(g, Options{Linger: time.Hour, FlushWhenIdle: true})
+	s, err := NewStore(stream.NewStore(g), Options{Linger: time.Hour, FlushWhenIdle: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var sts []stream.Stream
+	var sts []stream.DriverStream
 	for _, name := range []string{"a", "b", "c", "d"} {
 		st, err := s.Open(ctx, name, stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
 		if err != nil {
@@ -147,10 +147,10 @@ func TestFlushWhenIdleGroupsBackToBackAppends(t *testing.T) {
 func TestLingerRunsFromTheLastCut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	g := &gatedBase{Store: memory.New(memory.Config{}), gate: make(chan struct{})}
+	g := &gatedBase{DriverStore: memory.New(memory.Config{}).Driver(), gate: make(chan struct{})}
 	close(g.gate)
 	const linger = 300 * time.Millisecond
-	s, err := NewStore(g, Options{Linger: linger})
+	s, err := NewStore(stream.NewStore(g), Options{Linger: linger})
 	if err != nil {
 		t.Fatal(err)
 	}

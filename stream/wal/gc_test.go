@@ -19,7 +19,7 @@ func TestCompactionGCAndSweep(t *testing.T) {
 	ctx := context.Background()
 	base := memory.New(memory.Config{})
 	dead := crashedWriter(t, base, "a", "b")
-	s, err := NewStore(keepBase{base}, Options{SweepInterval: 1 << 40})
+	s, err := NewStore(stream.NewStore(keepBase{base.Driver()}), Options{SweepInterval: 1 << 40})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestLegacyStreamServedAsIs(t *testing.T) {
 func TestCleanCloseLeavesNoWAL(t *testing.T) {
 	ctx := context.Background()
 	base := memory.New(memory.Config{})
-	s, err := NewStore(keepBase{base}, Options{})
+	s, err := NewStore(stream.NewStore(keepBase{base.Driver()}), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestCleanCloseLeavesNoWAL(t *testing.T) {
 	if wals, _ := base.List(ctx, DefaultPrefix+"/"); len(wals) != 0 {
 		t.Fatalf("WALs left after a clean close: %v", wals)
 	}
-	s2, err := NewStore(keepBase{base}, Options{})
+	s2, err := NewStore(stream.NewStore(keepBase{base.Driver()}), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestCleanCloseLeavesNoWAL(t *testing.T) {
 	if wals, _ := base.List(ctx, DefaultPrefix+"/"); len(wals) != 1 {
 		t.Fatalf("WALs after a close with b open: %v, want b's", wals)
 	}
-	s3, err := NewStore(keepBase{base}, Options{})
+	s3, err := NewStore(stream.NewStore(keepBase{base.Driver()}), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // fences an older owner's compaction), and, when the last record names a
 // WAL, the inherited tail copied into V.data (W3b). The session then holds
 // no claim: its first append claims the live WAL.
-func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
+func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
 	mopts := stream.OpenOptions{Epoch: opts.Epoch}
 	meta, err := s.base.Open(ctx, metaName(name), mopts)
 	if errors.Is(err, stream.ErrNotFound) {
@@ -113,7 +113,7 @@ func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions
 }
 
 // lastRecord returns V.meta's last record (ok false if it has none).
-func lastRecord(ctx context.Context, meta stream.Stream) (record, bool, error) {
+func lastRecord(ctx context.Context, meta *stream.Stream) (record, bool, error) {
 	n := meta.NextOffset()
 	if n == 0 {
 		return record{}, false, nil

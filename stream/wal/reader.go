@@ -15,8 +15,8 @@ import (
 type roStream struct {
 	s    *Store
 	name string
-	meta stream.Stream
-	data stream.Stream
+	meta *stream.Stream
+	data *stream.Stream
 
 	mu       sync.Mutex
 	closed   bool
@@ -25,14 +25,14 @@ type roStream struct {
 	start    int64
 	dataNext int64
 	next     int64
-	wal      stream.Stream // read-only on rec.wal
+	wal      *stream.Stream // read-only on rec.wal
 	walSID   id
 	walPos   int64       // next WAL offset to read
 	scanned  []tailEntry // entries of rec.claim read from the WAL
 	cont     []tailEntry // those that continue V.data
 }
 
-func (s *Store) openRO(ctx context.Context, name string) (stream.Stream, error) {
+func (s *Store) openRO(ctx context.Context, name string) (stream.DriverStream, error) {
 	ro := stream.OpenOptions{Mode: stream.ModeReadOnly}
 	meta, err := s.base.Open(ctx, metaName(name), ro)
 	if errors.Is(err, stream.ErrNotFound) && !s.internal(name) {
@@ -52,7 +52,7 @@ func (s *Store) openRO(ctx context.Context, name string) (stream.Stream, error) 
 }
 
 func (r *roStream) closeBase() {
-	for _, st := range []stream.Stream{r.meta, r.data, r.wal} {
+	for _, st := range []*stream.Stream{r.meta, r.data, r.wal} {
 		if st != nil {
 			_ = st.Close()
 		}

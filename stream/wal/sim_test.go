@@ -306,7 +306,7 @@ type simResult struct {
 type simWorld struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
-	mem      *memory.Store
+	mem      *stream.Store
 	ops      []*simOp
 	opSeq    uint64
 	sessSeq  uint64
@@ -355,7 +355,7 @@ type simVS struct {
 	p       *simProc
 	v       string
 	epoch   uint64
-	st      stream.Stream
+	st      stream.DriverStream
 	sess    uint64
 	busy    bool
 	done    bool // failed to open, or closed
@@ -375,7 +375,7 @@ type simReader struct {
 	id   int
 	p    *simProc
 	v    string
-	st   stream.Stream
+	st   stream.DriverStream
 	busy bool
 	done bool
 }
@@ -754,7 +754,7 @@ func (w *simWorld) newProc() {
 	defer w.mu.Unlock()
 	p := &simProc{id: len(w.procs)}
 	w.procs = append(w.procs, p)
-	s, err := NewStore(simBase{w, p.id}, w.procOpts(p.id))
+	s, err := NewStore(stream.NewStore(simBase{w, p.id}), w.procOpts(p.id))
 	if err != nil {
 		panic(err)
 	}
@@ -802,7 +802,7 @@ func (w *simWorld) openRW(p *simProc, v string) {
 			w.violate("vs%d: Open(%s) returned a %T, not a virtual stream", vs.id, v, st)
 			return
 		}
-		vs.st, vs.sess = st, vh.meta.(*simHandle).sess
+		vs.st, vs.sess = st, vh.meta.Driver().(*simHandle).sess
 		next := st.NextOffset()
 		w.logf("vs%d: Open returns session s%d next %d start %d", vs.id, vs.sess, next, st.StartOffset())
 		for _, o := range w.opens {
@@ -821,7 +821,7 @@ func (w *simWorld) openRW(p *simProc, v string) {
 	}()
 }
 
-func (w *simWorld) appender(vs *simVS, st stream.Stream, apps chan simAppend) {
+func (w *simWorld) appender(vs *simVS, st stream.DriverStream, apps chan simAppend) {
 	for a := range apps {
 		f := st.Append(context.Background(), a.batch)
 		go func() {
@@ -936,7 +936,7 @@ func (w *simWorld) trim(vs *simVS) {
 }
 
 // fetchAll reads a stream from its start to its end.
-func fetchAll(ctx context.Context, st stream.Stream) (int64, []stream.Batch, error) {
+func fetchAll(ctx context.Context, st stream.DriverStream) (int64, []stream.Batch, error) {
 	start := st.StartOffset()
 	from := start
 	var out []stream.Batch
@@ -962,7 +962,7 @@ func (w *simWorld) fetchVS(vs *simVS) {
 
 // fetchClient reads st from its start in a goroutine and checks the view;
 // a reader's view must hold every append acked before it began.
-func (w *simWorld) fetchClient(who string, p *simProc, v string, st stream.Stream, busy *bool, reader bool) {
+func (w *simWorld) fetchClient(who string, p *simProc, v string, st stream.DriverStream, busy *bool, reader bool) {
 	w.mu.Lock()
 	*busy = true
 	var must []simAck
@@ -1152,7 +1152,7 @@ func (w *simWorld) crash(p *simProc, kill bool) {
 // ---- the checker ----
 
 // simKeepOpen keeps the shared memory store open when a Store closes.
-type simKeepOpen struct{ stream.Store }
+type simKeepOpen struct{ stream.DriverStore }
 
 func (simKeepOpen) Close() error { return nil }
 
@@ -1164,7 +1164,7 @@ type simView struct {
 
 // cloneMem copies every base stream into a fresh memory store, at the
 // same offsets.
-func cloneMem(ctx context.Context, src *memory.Store) (*memory.Store, error) {
+func cloneMem(ctx context.Context, src *stream.Store) (*stream.Store, error) {
 	dst := memory.New(memory.Config{})
 	names, err := src.List(ctx, "")
 	if err != nil {
@@ -1211,7 +1211,7 @@ func cloneMem(ctx context.Context, src *memory.Store) (*memory.Store, error) {
 // on the base itself, or read-write on a copy of it.
 func (w *simWorld) freshViews(rw bool) (map[string]simView, error) {
 	ctx := context.Background()
-	var base stream.Store = simKeepOpen{w.mem}
+	base := stream.NewStore(simKeepOpen{w.mem.Driver()})
 	mode := stream.ModeReadOnly
 	if rw {
 		c, err := cloneMem(ctx, w.mem)

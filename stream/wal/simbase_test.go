@@ -125,7 +125,7 @@ func (b simBase) Create(ctx context.Context, name string) error {
 	return b.w.call(ctx, &simOp{proc: b.proc, kind: "create", name: name})
 }
 
-func (b simBase) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
+func (b simBase) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
 	if opts.Mode == stream.ModeReadOnly {
 		if err := b.w.goneErr(b.proc); err != nil {
 			return nil, err
@@ -161,8 +161,8 @@ func (b simBase) Close() error { return nil }
 type simHandle struct {
 	w     *simWorld
 	proc  int
-	st    stream.Stream // the memory store's session
-	sess  uint64        // read-write session number (0: read-only)
+	st    stream.DriverStream // the memory store's session
+	sess  uint64              // read-write session number (0: read-only)
 	calls int
 }
 

@@ -15,10 +15,12 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// Store is a stream.Store of virtual streams on a base stream.Store. Its
-// methods are safe for concurrent use.
+// Store is a stream.DriverStore of virtual streams on a base stream.Store;
+// a host wraps it with stream.NewStore, whose front door checks names,
+// batches, contexts and the closed state. Its methods are safe for
+// concurrent use.
 type Store struct {
-	base stream.Store
+	base *stream.Store
 	opts Options
 	info stream.Info
 	log  *slog.Logger
@@ -38,9 +40,11 @@ type Store struct {
 	bgDone     chan struct{}
 }
 
+var _ stream.DriverStore = (*Store)(nil)
+
 // NewStore returns a Store of virtual streams on base. The Store owns
 // base: its Close closes base.
-func NewStore(base stream.Store, opts Options) (*Store, error) {
+func NewStore(base *stream.Store, opts Options) (*Store, error) {
 	bi := base.Info()
 	o, err := opts.withDefaults(bi.MaxBatchBytes)
 	if err != nil {
@@ -89,14 +93,11 @@ func (s *Store) newID() id {
 func (s *Store) Info() stream.Info { return s.info }
 
 // Base returns the base store.
-func (s *Store) Base() stream.Store { return s.base }
+func (s *Store) Base() *stream.Store { return s.base }
 
 // BackendStats reports the base store's request counts.
 func (s *Store) BackendStats(ctx context.Context) (stream.RequestStats, error) {
-	if r, ok := s.base.(stream.StatsReporter); ok {
-		return r.BackendStats(ctx)
-	}
-	return stream.RequestStats{}, fmt.Errorf("wal: base store does not count requests: %w", errors.ErrUnsupported)
+	return s.base.BackendStats(ctx)
 }
 
 func (s *Store) check(name string) error {
@@ -147,7 +148,7 @@ func (s *Store) legacyExists(ctx context.Context, name string) (bool, error) {
 }
 
 // Open opens a virtual stream.
-func (s *Store) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
+func (s *Store) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
 	if err := s.check(name); err != nil {
 		return nil, err
 	}
@@ -446,7 +447,7 @@ type driverHealth interface {
 // DriverUp reports the base's driver health: true unless the base is a
 // store whose driver process is down (being restarted).
 func (s *Store) DriverUp() bool {
-	if h, ok := s.base.(driverHealth); ok {
+	if h, ok := s.base.Driver().(driverHealth); ok {
 		return h.DriverUp()
 	}
 	return true
@@ -455,7 +456,7 @@ func (s *Store) DriverUp() bool {
 // DriverRestarts is how often the base's driver process was restarted (0
 // for a base that has no process of its own).
 func (s *Store) DriverRestarts() int64 {
-	if h, ok := s.base.(driverHealth); ok {
+	if h, ok := s.base.Driver().(driverHealth); ok {
 		return h.DriverRestarts()
 	}
 	return 0

@@ -52,8 +52,8 @@ type vstream struct {
 	s     *Store
 	name  string
 	epoch uint64
-	meta  stream.Stream // V.meta, read-write at epoch
-	data  stream.Stream // V.data, read-write at epoch
+	meta  *stream.Stream // V.meta, read-write at epoch
+	data  *stream.Stream // V.data, read-write at epoch
 
 	// opMu orders what writes V.meta or V.data: claims, settling,
 	// compaction, trims and close.
@@ -80,7 +80,7 @@ type vstream struct {
 	lastStart         int64 // start of the last record written (monotonic, R5-like)
 }
 
-func (s *Store) newHandle(name string, epoch uint64, meta, data stream.Stream) *vstream {
+func (s *Store) newHandle(name string, epoch uint64, meta, data *stream.Stream) *vstream {
 	h := &vstream{s: s, name: name, epoch: epoch, meta: meta, data: data}
 	h.settled = sync.NewCond(&h.mu)
 	return h
@@ -581,7 +581,7 @@ func (h *vstream) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]
 
 // fetchFrom serves [start, end) from V.data below dataNext, then from the
 // tail entries (sorted by offset, continuing V.data).
-func fetchFrom(ctx context.Context, s *Store, name string, inc id, data stream.Stream, dataNext int64, tail []tailEntry, start, end int64, maxBytes int) ([]stream.Batch, error) {
+func fetchFrom(ctx context.Context, s *Store, name string, inc id, data *stream.Stream, dataNext int64, tail []tailEntry, start, end int64, maxBytes int) ([]stream.Batch, error) {
 	var out []stream.Batch
 	size := 0
 	if start < dataNext {

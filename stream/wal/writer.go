@@ -44,7 +44,7 @@ type writer struct {
 	s    *Store
 	name string
 	sid  id
-	base stream.Stream
+	base *stream.Stream
 
 	mu         sync.Mutex
 	queue      []*queued
@@ -69,7 +69,7 @@ type writer struct {
 	kicked bool // a kick is pending: appends to the idle WAL wait for it
 }
 
-func newWriter(s *Store, name string, sid id, base stream.Stream) *writer {
+func newWriter(s *Store, name string, sid id, base *stream.Stream) *writer {
 	w := &writer{
 		s: s, name: name, sid: sid, base: base,
 		acked: base.NextOffset(), trimmed: base.StartOffset(),

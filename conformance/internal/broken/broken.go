@@ -60,20 +60,20 @@ var Kinds = []Kind{IgnoresFencing, ReordersAcks, LosesLastOnCrash, FlipsByte, St
 func Harness(k Kind) conformance.Harness {
 	var (
 		mu     sync.Mutex
-		nsOf   = map[stream.Store]*world{}
+		nsOf   = map[*stream.Store]*world{}
 		worlds atomic.Int64
 	)
-	open := func(w *world) stream.Store {
-		var s stream.Store = memory.New(memory.Config{Namespace: w.ns})
+	open := func(w *world) *stream.Store {
+		s := memory.New(memory.Config{Namespace: w.ns})
 		if k != None {
-			s = &store{Store: s, w: w}
+			s = stream.NewStore(&store{DriverStore: s.Driver(), w: w})
 		}
 		mu.Lock()
 		nsOf[s] = w
 		mu.Unlock()
 		return s
 	}
-	same := func(t conformance.T, s stream.Store) *world {
+	same := func(t conformance.T, s *stream.Store) *world {
 		mu.Lock()
 		defer mu.Unlock()
 		w, ok := nsOf[s]
@@ -83,14 +83,14 @@ func Harness(k Kind) conformance.Harness {
 		return w
 	}
 	return conformance.Harness{
-		NewStore: func(t conformance.T) stream.Store {
+		NewStore: func(t conformance.T) *stream.Store {
 			return open(newWorld(k, fmt.Sprintf("broken-%s-%d-%d", k, time.Now().UnixNano(), worlds.Add(1))))
 		},
-		Second: func(t conformance.T, s stream.Store) stream.Store { return open(same(t, s)) },
-		Crash: func(t conformance.T, s stream.Store) stream.Store {
+		Second: func(t conformance.T, s *stream.Store) *stream.Store { return open(same(t, s)) },
+		Crash: func(t conformance.T, s *stream.Store) *stream.Store {
 			w := same(t, s)
 			if k == LosesLastOnCrash {
-				if err := w.loseLast(t.Context(), s.(*store)); err != nil {
+				if err := w.loseLast(t.Context(), s.Driver().(*store)); err != nil {
 					t.Fatalf("broken harness: %v", err)
 				}
 			}
@@ -105,12 +105,12 @@ type world struct {
 	ns   string
 
 	mu     sync.Mutex
-	latest map[string]stream.Stream    // newest read-write session per stream
-	epochs map[string]uint64           // highest epoch opened per stream
-	last   map[*store]map[string]int64 // base of the last ack, per store and stream
+	latest map[string]stream.DriverStream // newest read-write session per stream
+	epochs map[string]uint64              // highest epoch opened per stream
+	last   map[*store]map[string]int64    // base of the last ack, per store and stream
 }
 
-func (w *world) newest(name string) stream.Stream {
+func (w *world) newest(name string) stream.DriverStream {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.latest[name]
@@ -176,18 +176,18 @@ func (w *world) loseLast(ctx context.Context, s *store) error {
 	return nil
 }
 
-// store wraps a memory store with its world's defect.
+// store wraps a memory driver with its world's defect.
 type store struct {
-	stream.Store
+	stream.DriverStore
 	w *world
 }
 
-func (s *store) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.Stream, error) {
-	st, err := s.Store.Open(ctx, name, opts)
+func (s *store) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := s.DriverStore.Open(ctx, name, opts)
 	if err != nil {
 		if s.w.kind == IgnoresFencing && errors.Is(err, stream.ErrFenced) {
 			if cur := s.w.newest(name); cur != nil {
-				return &session{Stream: cur, s: s}, nil
+				return &session{DriverStream: cur, s: s}, nil
 			}
 		}
 		return nil, err
@@ -198,12 +198,12 @@ func (s *store) Open(ctx context.Context, name string, opts stream.OpenOptions) 
 		s.w.epochs[name] = max(s.w.epochs[name], opts.Epoch)
 		s.w.mu.Unlock()
 	}
-	return &session{Stream: st, s: s}, nil
+	return &session{DriverStream: st, s: s}, nil
 }
 
 // session wraps a memory session with its world's defect.
 type session struct {
-	stream.Stream
+	stream.DriverStream
 	s *store
 
 	mu   sync.Mutex
@@ -225,14 +225,14 @@ func (h *session) Append(ctx context.Context, b stream.Batch) *stream.AppendFutu
 	if w.kind == IgnoresSuppliedChecksum {
 		b.PayloadChecksum, b.PayloadChecksumSet = 0, false
 	}
-	f := h.Stream.Append(ctx, b)
+	f := h.DriverStream.Append(ctx, b)
 	switch w.kind {
 	case IgnoresFencing:
 		out, complete := stream.NewAppendFuture()
 		go func() {
 			r, err := f.Result()
 			if errors.Is(err, stream.ErrFenced) {
-				if cur := w.newest(h.Name()); cur != nil && cur != h.Stream {
+				if cur := w.newest(h.Name()); cur != nil && cur != h.DriverStream {
 					r, err = cur.Append(ctx, b).Result()
 				}
 			}
@@ -289,7 +289,7 @@ func (h *session) Append(ctx context.Context, b stream.Batch) *stream.AppendFutu
 }
 
 func (h *session) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]stream.Batch, error) {
-	bs, err := h.Stream.Fetch(ctx, start, end, maxBytes)
+	bs, err := h.DriverStream.Fetch(ctx, start, end, maxBytes)
 	if h.s.w.kind == FlipsByte {
 		for i, b := range bs {
 			if b.BaseOffset%2 == 1 && len(b.Payload) >= 8 {
@@ -303,9 +303,9 @@ func (h *session) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]
 }
 
 func (h *session) Trim(ctx context.Context, newStart int64) error {
-	err := h.Stream.Trim(ctx, newStart)
+	err := h.DriverStream.Trim(ctx, newStart)
 	if h.s.w.kind == StaleTrim && errors.Is(err, stream.ErrFenced) {
-		if cur := h.s.w.newest(h.Name()); cur != nil && cur != h.Stream {
+		if cur := h.s.w.newest(h.Name()); cur != nil && cur != h.DriverStream {
 			return cur.Trim(ctx, newStart)
 		}
 	}
@@ -329,7 +329,7 @@ var (
 
 // Open is the stream.Opener of the broken drivers' plugin binary: config is
 // a JSON Config.
-func Open(ctx context.Context, config []byte) (stream.Store, error) {
+func Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	var c Config
 	if err := json.Unmarshal(config, &c); err != nil {
 		return nil, fmt.Errorf("%w: broken driver config: %v", stream.ErrInvalidArgument, err)
@@ -351,14 +351,14 @@ func Open(ctx context.Context, config []byte) (stream.Store, error) {
 		w = newWorld(c.Kind, c.Namespace)
 		worldsByNS[c.Namespace] = w
 	}
-	return &store{Store: m, w: w}, nil
+	return stream.NewStore(&store{DriverStore: m.Driver(), w: w}), nil
 }
 
 func newWorld(k Kind, ns string) *world {
 	return &world{
 		kind:   k,
 		ns:     ns,
-		latest: map[string]stream.Stream{},
+		latest: map[string]stream.DriverStream{},
 		epochs: map[string]uint64{},
 		last:   map[*store]map[string]int64{},
 	}

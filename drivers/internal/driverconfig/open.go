@@ -33,7 +33,7 @@ func (o Opener[C, S]) OpenStorage(ctx context.Context, config []byte) (S, error)
 
 // Open is a stream.Opener: it parses config, opens the Storage and returns
 // the chunked engine on it. Closing the Store closes the Storage.
-func (o Opener[C, S]) Open(ctx context.Context, config []byte) (stream.Store, error) {
+func (o Opener[C, S]) Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	st, err := o.OpenStorage(ctx, config)
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func (o Opener[C, S]) Open(ctx context.Context, config []byte) (stream.Store, er
 
 // NewStore is chunked.NewStore that closes st when the engine refuses it,
 // so a failed Open leaves no connection behind.
-func NewStore(st chunked.Storage, opts chunked.Options) (stream.Store, error) {
+func NewStore(st chunked.Storage, opts chunked.Options) (*stream.Store, error) {
 	store, err := chunked.NewStore(st, opts)
 	if err != nil {
 		st.Close()

@@ -26,9 +26,9 @@ var BenchSizes = []BenchSize{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 
 // OpenStreams opens n streams, bench/0 to bench/N-1, on store (epoch 1,
 // created if missing); they are closed when b ends, before cleanups b
 // registered earlier (such as closing store) run.
-func OpenStreams(b *testing.B, store stream.Store, n int) []stream.Stream {
+func OpenStreams(b *testing.B, store *stream.Store, n int) []*stream.Stream {
 	b.Helper()
-	ss := make([]stream.Stream, n)
+	ss := make([]*stream.Stream, n)
 	for i := range ss {
 		s, err := store.Open(b.Context(), "bench/"+strconv.Itoa(i), stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
 		if err != nil {
@@ -67,7 +67,7 @@ func EngineAppends[S interface {
 // times only the appends, and reports p50-ms and p99-ms of single appends,
 // submit to ack (with a deep window that includes the queue, by Little's
 // law); a failed append fails b.
-func Appends(b *testing.B, streams []stream.Stream, payload []byte, window int) {
+func Appends(b *testing.B, streams []*stream.Stream, payload []byte, window int) {
 	Loops(b, len(payload), len(streams), func(w, n int, lat *[]time.Duration) error {
 		var first error
 		i := 0

@@ -303,7 +303,7 @@ func LoopRunner(b testing.TB, size, writers int, op func(w, seq int) error) Runn
 // outstanding (called, not yet acked) until the deadline, then waiting for
 // the rest. Latency is from Append to ack; failed appends fail b and are
 // not counted.
-func AppendRunner(b testing.TB, streams []stream.Stream, payload []byte, inflight int) Runner {
+func AppendRunner(b testing.TB, streams []*stream.Stream, payload []byte, inflight int) Runner {
 	return func(d time.Duration) (int64, time.Duration, []time.Duration) {
 		return Parallel(len(streams), d, func(w int, deadline time.Time) (int64, []time.Duration) {
 			more := func() bool { return time.Now().Before(deadline) }
@@ -316,7 +316,7 @@ func AppendRunner(b testing.TB, streams []stream.Stream, payload []byte, infligh
 // appends outstanding (called, not yet acked), and returns the payload
 // bytes acked and the latencies of the acked appends, from Append to ack.
 // The error of a failed append goes to fail.
-func pipeline(ctx context.Context, s stream.Stream, payload []byte, window int, more func() bool, fail func(error)) (int64, []time.Duration) {
+func pipeline(ctx context.Context, s *stream.Stream, payload []byte, window int, more func() bool, fail func(error)) (int64, []time.Duration) {
 	type pending struct {
 		f     *stream.AppendFuture
 		start time.Time

@@ -60,7 +60,7 @@ func (c Conformance) plugin(t *testing.T) conformance.Harness {
 func (c Conformance) InProcess(t *testing.T) conformance.Harness {
 	h := c.plugin(t)
 	out := h.NewStore
-	open := func(t conformance.T) stream.Store {
+	open := func(t conformance.T) *stream.Store {
 		t.Helper()
 		s, err := c.Open(t.Context(), c.Config)
 		if err != nil {
@@ -69,8 +69,8 @@ func (c Conformance) InProcess(t *testing.T) conformance.Harness {
 		return s
 	}
 	h.NewStore = open
-	h.Second = func(t conformance.T, _ stream.Store) stream.Store { return out(t) }
-	h.Crash = func(t conformance.T, _ stream.Store) stream.Store { return open(t) }
+	h.Second = func(t conformance.T, _ *stream.Store) *stream.Store { return out(t) }
+	h.Crash = func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) }
 	h.CrashKillsProcess = false
 	return h
 }
@@ -106,12 +106,12 @@ func RunStorage[S chunked.Storage](t *testing.T, open func(context.Context, []by
 // streams (stream/wal, strata serve's default) over the driver linked in,
 // with second stores in driver processes of their own (see InProcess).
 func (c Conformance) RunStreamSets(t *testing.T) {
-	h := conformance.WrapHarness(c.InProcess(t), func(t conformance.T, base stream.Store) stream.Store {
+	h := conformance.WrapHarness(c.InProcess(t), func(t conformance.T, base *stream.Store) *stream.Store {
 		s, err := wal.NewStore(base, wal.Options{})
 		if err != nil {
 			t.Fatalf("wal.NewStore: %v", err)
 		}
-		return s
+		return stream.NewStore(s)
 	})
 	t.Run("stream", func(t *testing.T) { conformance.Run(t, h) })
 	t.Run("sharedlog", func(t *testing.T) { sharedlogtest.Run(t, h) })

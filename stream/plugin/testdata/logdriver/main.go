@@ -13,7 +13,7 @@ import (
 )
 
 func main() {
-	plugin.Serve(func(ctx context.Context, config []byte) (stream.Store, error) {
+	plugin.Serve(func(ctx context.Context, config []byte) (*stream.Store, error) {
 		slog.Info("logdriver opening store", "config_bytes", len(config))
 		slog.Debug("logdriver debug line")
 		return memory.Open(ctx, config)
