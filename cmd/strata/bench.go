@@ -302,19 +302,29 @@ func openBenchStorage(ctx context.Context, driver string, config []byte) (chunke
 	case "memory":
 		return chunked.NewMemStorage(), nil
 	case "nfs":
-		c, err := nfs.ParseConfig(config)
-		if err != nil {
-			return nil, err
-		}
-		return nfs.OpenStorage(ctx, c, nil)
+		return openStorage(ctx, config, nfs.ParseConfig, nfs.OpenStorage)
 	case "s3":
-		return s3.OpenStorage(ctx, config)
+		return openStorage(ctx, config, s3.ParseConfig, s3.OpenStorage)
 	case "azure":
-		return azure.OpenStorage(ctx, config)
+		return openStorage(ctx, config, azure.ParseConfig, azure.OpenStorage)
 	case "hdfs":
-		return hdfs.OpenStorage(ctx, config)
+		return openStorage(ctx, config, hdfs.ParseConfig, hdfs.OpenStorage)
 	}
 	return nil, fmt.Errorf("driver %q: the raw workload needs a built-in chunked driver (nfs, s3, azure, hdfs)", driver)
+}
+
+// openStorage parses config with a driver's ParseConfig and opens its
+// Storage with its OpenStorage.
+func openStorage[C any, S chunked.Storage](ctx context.Context, config []byte, parse func([]byte) (C, error), open func(context.Context, C) (S, error)) (chunked.Storage, error) {
+	c, err := parse(config)
+	if err != nil {
+		return nil, err
+	}
+	st, err := open(ctx, c)
+	if err != nil {
+		return nil, err // not a nil *S in a non-nil interface
+	}
+	return st, nil
 }
 
 // benchDriverConfig returns the driver config of a run: base (or a

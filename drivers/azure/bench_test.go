@@ -48,7 +48,7 @@ func BenchmarkAppend(b *testing.B) {
 func benchAppend(b *testing.B, size, streams int, linger time.Duration, inflight int) {
 	cfg := freshConfig(b)
 	cfg.Engine.Linger = linger
-	st, err := NewStorage(b.Context(), cfg)
+	st, err := OpenStorage(b.Context(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func benchAppend(b *testing.B, size, streams int, linger time.Duration, inflight
 // benchRaw: writers goroutines each loop PutIfAbsent of a new blob, the
 // least one chunk upload costs.
 func benchRaw(b *testing.B, size, writers int) {
-	st, err := NewStorage(b.Context(), freshConfig(b))
+	st, err := OpenStorage(b.Context(), freshConfig(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestCorruptBlob(t *testing.T) {
 	if _, err := stream.Append(ctx, w, stream.Batch{Count: 1, Payload: payload}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := NewStorage(ctx, cfg)
+	raw, err := OpenStorage(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

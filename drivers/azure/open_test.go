@@ -88,7 +88,7 @@ func TestOpenBadInput(t *testing.T) {
 func TestCredentialKinds(t *testing.T) {
 	ctx := t.Context()
 	cfg := freshConfig(t)
-	keyed, err := NewStorage(ctx, cfg)
+	keyed, err := OpenStorage(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +122,9 @@ func TestCredentialKinds(t *testing.T) {
 
 	for name, c := range map[string]Config{"connection string": conn, "sas": withSAS} {
 		t.Run(name, func(t *testing.T) {
-			st, err := NewStorage(ctx, c)
+			st, err := OpenStorage(ctx, c)
 			if err != nil {
-				t.Fatalf("NewStorage: %v", err)
+				t.Fatalf("OpenStorage: %v", err)
 			}
 			defer st.Close()
 			got, err := st.Get(ctx, "k", 0, -1)
@@ -148,7 +148,7 @@ func TestCredentialKinds(t *testing.T) {
 // TestRequestStats: every request is counted by kind, with its bytes.
 func TestRequestStats(t *testing.T) {
 	ctx := t.Context()
-	st, err := NewStorage(ctx, freshConfig(t))
+	st, err := OpenStorage(ctx, freshConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestBackendDown(t *testing.T) {
 	ctx := t.Context()
 	cfg := freshConfig(t)
 	cfg.Retry.MaxAttempts = 2
-	st, err := NewStorage(ctx, cfg)
+	st, err := OpenStorage(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestContainerVanished(t *testing.T) {
 	if _, err := cc.Create(ctx, nil); err != nil {
 		t.Fatalf("creating container %s: %v", cfg.Container, err)
 	}
-	st, err := NewStorage(ctx, cfg)
+	st, err := OpenStorage(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,11 +49,11 @@ var (
 	_ chunked.StatsReporter = (*Storage)(nil)
 )
 
-// NewStorage builds the Storage for cfg (validated and defaulted here) and
+// OpenStorage builds the Storage for cfg (validated and defaulted here) and
 // checks that the container exists and the credentials are accepted, so a
 // wrong key, a missing container or an unreachable endpoint fail here with
 // an error that says which.
-func NewStorage(ctx context.Context, cfg Config) (*Storage, error) {
+func OpenStorage(ctx context.Context, cfg Config) (*Storage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

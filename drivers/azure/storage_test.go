@@ -9,5 +9,5 @@ import (
 // TestStorage runs the chunked.Storage suite against Azurite, with racing
 // put-if-absent writers in separate processes.
 func TestStorage(t *testing.T) {
-	drivertest.RunStorage(t, OpenStorage, func(t *testing.T) []byte { return marshal(t, freshConfig(t)) })
+	drivertest.RunStorage(t, opener.OpenStorage, func(t *testing.T) []byte { return marshal(t, freshConfig(t)) })
 }

@@ -22,7 +22,7 @@ func freshConfig(t testing.TB) Config {
 	cfg := baseConfig(t)
 	cfg.Prefix = "test/" + rand.Text() + "/"
 	t.Cleanup(func() {
-		drivertest.DeleteAll(t, cfg.Prefix, func(ctx context.Context) (*Storage, error) { return NewStorage(ctx, cfg) })
+		drivertest.DeleteAll(t, cfg.Prefix, func(ctx context.Context) (*Storage, error) { return OpenStorage(ctx, cfg) })
 	})
 	return cfg
 }

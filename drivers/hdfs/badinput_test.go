@@ -24,9 +24,9 @@ func TestOpenUnreachableNameNode(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	cfg := Config{NameNodes: []string{addr}, User: "strata", Timeouts: Timeouts{Connect: time.Second, Operation: 2 * time.Second}}
-	_, err = NewStorage(t.Context(), cfg)
+	_, err = OpenStorage(t.Context(), cfg)
 	if !errors.Is(err, stream.ErrUnavailable) || !strings.Contains(err.Error(), addr) {
-		t.Fatalf("NewStorage on %s = %v, want ErrUnavailable naming the address", addr, err)
+		t.Fatalf("OpenStorage on %s = %v, want ErrUnavailable naming the address", addr, err)
 	}
 	t.Logf("unreachable: %v", err)
 }
@@ -35,7 +35,7 @@ func TestOpenUnreachableNameNode(t *testing.T) {
 // Open with the permission named, not later on the first append.
 func TestOpenPermissionDenied(t *testing.T) {
 	admin := freshConfig(t) // the testbed user is the HDFS superuser
-	st, err := NewStorage(t.Context(), admin)
+	st, err := OpenStorage(t.Context(), admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestOpenPermissionDenied(t *testing.T) {
 // work; after safe mode puts work again.
 func TestSafeMode(t *testing.T) {
 	cfg := freshConfig(t)
-	st, err := NewStorage(t.Context(), cfg)
+	st, err := OpenStorage(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestUnclosedFileNeverVisible(t *testing.T) {
 	cfg.Timeouts.Operation = time.Second
 	cfg.TempMaxAge = 2 * time.Second
 	ctx := context.Background()
-	st, err := NewStorage(ctx, cfg)
+	st, err := OpenStorage(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestUnclosedFileNeverVisible(t *testing.T) {
 	}
 
 	time.Sleep(cfg.TempMaxAge + 500*time.Millisecond)
-	st2, err := NewStorage(ctx, cfg) // sweeps on open
+	st2, err := OpenStorage(ctx, cfg) // sweeps on open
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestUnclosedFileNeverVisible(t *testing.T) {
 
 // TestBadKeys: keys the layout cannot hold are refused before any I/O.
 func TestBadKeys(t *testing.T) {
-	st, err := NewStorage(t.Context(), freshConfig(t))
+	st, err := OpenStorage(t.Context(), freshConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,9 +184,9 @@ func TestOpenSilentNameNode(t *testing.T) {
 	cfg := Config{NameNodes: []string{drivertest.SilentServer(t)}, User: "strata",
 		Timeouts: Timeouts{Connect: time.Second, Operation: time.Second}}
 	start := time.Now()
-	_, err := NewStorage(context.Background(), cfg)
+	_, err := OpenStorage(context.Background(), cfg)
 	if !errors.Is(err, stream.ErrUnavailable) {
-		t.Fatalf("NewStorage on a silent NameNode = %v, want ErrUnavailable", err)
+		t.Fatalf("OpenStorage on a silent NameNode = %v, want ErrUnavailable", err)
 	}
 	t.Logf("silent NameNode, after %v: %v", time.Since(start), err)
 }

@@ -62,7 +62,7 @@ func BenchmarkAppend(b *testing.B) {
 func benchAppend(b *testing.B, size, streams int, linger time.Duration, inflight int) {
 	cfg := freshConfig(b)
 	cfg.Engine.Linger = linger
-	st, err := NewStorage(b.Context(), cfg)
+	st, err := OpenStorage(b.Context(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func benchAppend(b *testing.B, size, streams int, linger time.Duration, inflight
 func benchRaw(b *testing.B, size, writers int, viaPut bool) {
 	cfg := freshConfig(b)
 	cfg.Connections = max(cfg.Connections, writers)
-	st, err := NewStorage(b.Context(), cfg)
+	st, err := OpenStorage(b.Context(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 func TestNameNodeConnectionReset(t *testing.T) {
 	cfg := freshConfig(t)
 	cfg.Connections = 1
-	st, err := NewStorage(t.Context(), cfg)
+	st, err := OpenStorage(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestNameNodeConnectionReset(t *testing.T) {
 // refused" until the back-off ran out.
 func TestNameNodeRestartWhileIdle(t *testing.T) {
 	cfg := freshConfig(t)
-	st, err := NewStorage(t.Context(), cfg)
+	st, err := OpenStorage(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func FuzzParseConfig(f *testing.F) {
 }
 
 // TestKerberosSetupErrors: Kerberos settings are handed to the client's
-// Kerberos support; unreadable files fail NewStorage naming the field,
+// Kerberos support; unreadable files fail OpenStorage naming the field,
 // before any connection.
 func TestKerberosSetupErrors(t *testing.T) {
 	dir := t.TempDir()
@@ -122,9 +122,9 @@ func TestKerberosSetupErrors(t *testing.T) {
 	} {
 		cfg := base
 		cfg.Kerberos = &tc.k
-		_, err := NewStorage(t.Context(), cfg)
+		_, err := OpenStorage(t.Context(), cfg)
 		if !errors.Is(err, stream.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("NewStorage with %+v = %v, want ErrInvalidArgument naming %s", tc.k, err, tc.field)
+			t.Errorf("OpenStorage with %+v = %v, want ErrInvalidArgument naming %s", tc.k, err, tc.field)
 		}
 	}
 }

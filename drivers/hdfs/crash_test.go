@@ -67,7 +67,7 @@ func TestCrashMidPut(t *testing.T) {
 		}
 	}
 
-	st, err := NewStorage(ctx, cfg)
+	st, err := OpenStorage(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestCrashMidPut(t *testing.T) {
 	sweepCfg.Timeouts.Operation = time.Second
 	sweepCfg.TempMaxAge = 2 * time.Second
 	time.Sleep(sweepCfg.TempMaxAge + 500*time.Millisecond)
-	st2, err := NewStorage(ctx, sweepCfg)
+	st2, err := OpenStorage(ctx, sweepCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func crashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := OpenStorage(context.Background(), config)
+	st, err := opener.OpenStorage(context.Background(), config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,11 +63,11 @@ var (
 	_ chunked.StatsReporter = (*Storage)(nil)
 )
 
-// NewStorage connects to the NameNodes of a validated cfg, creates the root
+// OpenStorage connects to the NameNodes of a validated cfg, creates the root
 // and temp directories if missing, checks that a file can be written there
 // (so that a wrong user, a read-only root or safe mode fail here with the
 // cause named), and sweeps abandoned temp objects.
-func NewStorage(ctx context.Context, cfg Config) (*Storage, error) {
+func OpenStorage(ctx context.Context, cfg Config) (*Storage, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

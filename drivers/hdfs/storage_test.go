@@ -13,14 +13,14 @@ import (
 // TestStorage runs the chunked.Storage suite against the HDFS testbed,
 // with racing put-if-absent writers in separate processes.
 func TestStorage(t *testing.T) {
-	drivertest.RunStorage(t, OpenStorage, func(t *testing.T) []byte { return marshal(t, freshConfig(t)) })
+	drivertest.RunStorage(t, opener.OpenStorage, func(t *testing.T) []byte { return marshal(t, freshConfig(t)) })
 }
 
 // TestNestedKeys: a key and longer keys under it ("a", "a/b") are
 // independent objects: each can be taken, read, listed and deleted.
 func TestNestedKeys(t *testing.T) {
 	ctx := t.Context()
-	st, err := NewStorage(ctx, freshConfig(t))
+	st, err := OpenStorage(ctx, freshConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestMultiBlockObject(t *testing.T) {
 	ctx := t.Context()
 	cfg := freshConfig(t)
 	cfg.BlockSize = 64 << 10
-	st, err := NewStorage(ctx, cfg)
+	st, err := OpenStorage(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func marshal(t testing.TB, cfg Config) []byte {
 // itself).
 func wipe(t testing.TB, cfg Config) {
 	t.Helper()
-	st, err := NewStorage(context.Background(), cfg)
+	st, err := OpenStorage(context.Background(), cfg)
 	if err != nil {
 		t.Errorf("cleanup of %s: %v", cfg.Root, err)
 		return

@@ -1,11 +1,3 @@
-// Package memory is Strata's reference driver: the complete Stream contract
-// held in memory. It validates the conformance suite itself and is the
-// template for new drivers (see docs/writing-a-driver.md).
-//
-// It is not durable: data lives as long as the process. Stores opened with
-// the same Config.Namespace in one process share their streams, which is how
-// tests get a "second, independent store" and simulate a crash (drop a store
-// without Close and open a new one on the namespace).
 package memory
 
 import (
@@ -19,59 +11,14 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
-	"gopkg.in/yaml.v3"
 
 	"github.com/stratastream/strata/stream"
 )
-
-// Version is the driver's version string.
-const Version = "0.1.0"
-
-// Config configures a memory Store.
-type Config struct {
-	// Namespace names a process-wide set of streams. Stores opened with the
-	// same non-empty Namespace share streams; an empty Namespace gives the
-	// store a private namespace.
-	Namespace string `yaml:"namespace"`
-	// MaxBatchBytes is the largest batch accepted (default
-	// stream.DefaultMaxBatchBytes).
-	MaxBatchBytes int `yaml:"max_batch_bytes"`
-}
-
-// ParseConfig parses a YAML or JSON config document. Unknown fields are an
-// error; an empty document is the default config.
-func ParseConfig(doc []byte) (Config, error) {
-	var c Config
-	if len(bytes.TrimSpace(doc)) == 0 {
-		return c, nil
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(doc))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("%w: memory driver config: %v", stream.ErrInvalidArgument, err)
-	}
-	if c.MaxBatchBytes < 0 {
-		return c, fmt.Errorf("%w: memory driver config: max_batch_bytes must be >= 0, got %d", stream.ErrInvalidArgument, c.MaxBatchBytes)
-	}
-	return c, nil
-}
-
-// Open is the driver's stream.Opener: it parses config and returns a Store.
-func Open(ctx context.Context, config []byte) (*stream.Store, error) {
-	c, err := ParseConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	return New(c), nil
-}
 
 var (
 	registryMu sync.Mutex
 	registry   = map[string]*namespace{}
 )
-
-// New returns the stream.Store of a memory driver for c.
-func New(c Config) *stream.Store { return stream.NewStore(newStore(c)) }
 
 // newStore returns the driver for c.
 func newStore(c Config) *Store {
@@ -91,7 +38,7 @@ func newStore(c Config) *Store {
 		registryMu.Unlock()
 	}
 	return &Store{ns: ns, info: stream.Info{
-		Driver:        "memory",
+		Driver:        DriverName,
 		Version:       Version,
 		MaxBatchBytes: c.MaxBatchBytes,
 		MaxProperties: stream.DefaultMaxProperties,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"reflect"
@@ -84,6 +85,19 @@ type Config struct {
 	// CacheBytes bounds each stream's cache of recent chunks
 	// (chunked.Options.CacheBytes; 0: the engine's default, negative: none).
 	CacheBytes int64 `yaml:"cache_bytes"`
+
+	// Logger receives the driver's and the engine's logs (nil:
+	// slog.Default(); in a plugin binary that reaches the host). It is not
+	// part of the config document.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// logger is c.Logger or slog.Default().
+func (c Config) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
 }
 
 // DefaultTempMaxAge is Config.TempMaxAge's default.
@@ -130,13 +144,13 @@ func ParseConfig(config []byte) (Config, error) {
 	fields := reflect.ValueOf(&c).Elem()
 	for name, node := range doc {
 		i := slices.IndexFunc(reflect.VisibleFields(fields.Type()), func(f reflect.StructField) bool {
-			return f.Tag.Get("yaml") == name
+			return f.Tag.Get("yaml") == name && name != "-" // Logger is not a field of the document
 		})
 		if i < 0 {
-			return c, driverconfig.Invalid(driverName, name, "unknown field")
+			return c, driverconfig.Invalid(DriverName, name, "unknown field")
 		}
 		if err := node.Decode(fields.Field(i).Addr().Interface()); err != nil {
-			return c, driverconfig.Invalid(driverName, name, "%v", err)
+			return c, driverconfig.Invalid(DriverName, name, "%v", err)
 		}
 	}
 	if err := c.validate(); err != nil {
@@ -175,7 +189,7 @@ func configFields(config []byte) (map[string]yaml.Node, error) {
 
 func (c Config) validate() error {
 	bad := func(field, format string, args ...any) error {
-		return driverconfig.Invalid(driverName, field, format, args...)
+		return driverconfig.Invalid(DriverName, field, format, args...)
 	}
 	switch {
 	case c.Root == "":
@@ -191,7 +205,7 @@ func (c Config) validate() error {
 	case c.DirMode > 0o777:
 		return bad("dir_mode", "%v has bits beyond 0777", c.DirMode)
 	}
-	return c.engine().Validate(driverName, "")
+	return c.engine().Validate(DriverName, "")
 }
 
 // engine is the engine section of c, whose fields sit at the top of the

@@ -32,11 +32,11 @@ func TestParseConfig(t *testing.T) {
 	if c.Root != "/mnt/s x" || c.Linger != 2*time.Millisecond || c.fsync() || !c.CreateRoot || c.MaxChunkBytes != 65536 {
 		t.Fatalf("parsed URL %+v", c)
 	}
-	o := c.engineOptions(nil)
+	o := c.engineOptions()
 	if o.Driver != "nfs" || o.Durable || !o.SharedNamespace {
 		t.Fatalf("engine options with fsync off: %+v", o)
 	}
-	if c, _ := ParseConfig([]byte("root: /x")); !c.engineOptions(nil).Durable {
+	if c, _ := ParseConfig([]byte("root: /x")); !c.engineOptions().Durable {
 		t.Fatal("engine options with fsync on (the default) do not claim a durable store")
 	}
 }

@@ -12,7 +12,7 @@ import (
 func conformanceRun(t *testing.T) drivertest.Conformance {
 	root := freshRoot(t)
 	return drivertest.Conformance{
-		Driver:     driverName,
+		Driver:     DriverName,
 		Open:       Open,
 		Config:     configFor(root),
 		BackendCtl: drivertest.BackendCtl("nfs", "--root", root),

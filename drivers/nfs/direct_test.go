@@ -114,11 +114,11 @@ func TestEngineChunksWriteDirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := OpenStorage(t.Context(), c, nil)
+	st, err := OpenStorage(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := driverconfig.NewStore(st, c.engineOptions(nil))
+	store, err := driverconfig.NewStore(st, c.engineOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func powerLossCycles(t *testing.T, cycles int, fsync bool, seed uint64) powerLos
 	c := Config{Root: root, CreateRoot: true, Fsync: &fsync, DirectIO: new(bool)}
 	for cycle := 1; cycle <= cycles; cycle++ {
 		ctx := context.Background()
-		store, err := OpenConfig(ctx, c, nil)
+		store, err := openConfig(ctx, c)
 		if err != nil {
 			t.Fatalf("cycle %d: open the store: %v", cycle, err)
 		}

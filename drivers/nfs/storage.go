@@ -63,14 +63,12 @@ var _ chunked.StatsReporter = (*Storage)(nil)
 // OpenStorage opens the Storage of a parsed config: it checks (or creates,
 // with CreateRoot) the root, makes objects/ and tmp/, and removes torn temp
 // files (see Config.TempMaxAge).
-func OpenStorage(ctx context.Context, c Config, logger *slog.Logger) (*Storage, error) {
+func OpenStorage(ctx context.Context, c Config) (*Storage, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	c = c.withDefaults()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger := c.logger()
 	s := &Storage{
 		root:     c.Root,
 		objects:  filepath.Join(c.Root, objectsDir),

@@ -45,7 +45,7 @@ func openStorage(ctx context.Context, config []byte) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return OpenStorage(ctx, c, nil)
+	return OpenStorage(ctx, c)
 }
 
 // alignedBytes is n bytes of a pattern (seeded by seed) starting at an

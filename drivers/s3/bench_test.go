@@ -240,7 +240,7 @@ func compareKinds(b *testing.B, size, streams int) []*drivertest.Kind {
 // putKind is a kind of writers goroutines, each looping put of fresh keys
 // on a Storage of its own; of are the rows it is a share of.
 func putKind(b *testing.B, name string, payload []byte, writers int, put func(*Storage, context.Context, string, []byte) error, of []*drivertest.Kind) *drivertest.Kind {
-	st, err := NewStorage(b.Context(), minioConfig(b))
+	st, err := OpenStorage(b.Context(), minioConfig(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func putKind(b *testing.B, name string, payload []byte, writers int, put func(*S
 func appendKind(b *testing.B, payload []byte, streams int, linger time.Duration, inflight int, of []*drivertest.Kind) *drivertest.Kind {
 	cfg := minioConfig(b)
 	cfg.Engine.Linger = linger
-	st, err := NewStorage(b.Context(), cfg)
+	st, err := OpenStorage(b.Context(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

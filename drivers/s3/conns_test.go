@@ -14,7 +14,7 @@ import (
 // goroutines of net/http alive), and it dials no more.
 func TestCloseClosesConnections(t *testing.T) {
 	ctx := context.Background()
-	s, err := NewStorage(ctx, minioConfig(t))
+	s, err := OpenStorage(ctx, minioConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ func minioConfig(t testing.TB) Config {
 	cfg := drivertest.TestbedConfig(t, "minio", "STRATA_S3_CONFIG", ParseConfig)
 	cfg.Prefix = "test/" + rand.Text()[:12] + "/"
 	t.Cleanup(func() {
-		drivertest.DeleteAll(t, cfg.Prefix, func(ctx context.Context) (*Storage, error) { return NewStorage(ctx, cfg) })
+		drivertest.DeleteAll(t, cfg.Prefix, func(ctx context.Context) (*Storage, error) { return OpenStorage(ctx, cfg) })
 	})
 	return cfg
 }
@@ -30,9 +30,9 @@ func marshalConfig(t testing.TB, cfg Config) []byte {
 // newStorage opens a Storage on cfg, closed when t ends.
 func newStorage(t testing.TB, cfg Config) *Storage {
 	t.Helper()
-	st, err := NewStorage(context.Background(), cfg)
+	st, err := OpenStorage(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("NewStorage: %v", err)
+		t.Fatalf("OpenStorage: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
 	return st

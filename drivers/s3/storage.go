@@ -42,12 +42,12 @@ var (
 // maxDeleteKeys is the most keys one DeleteObjects request may carry.
 const maxDeleteKeys = 1000
 
-// NewStorage connects to the bucket cfg names and probes it with one GET of
+// OpenStorage connects to the bucket cfg names and probes it with one GET of
 // a key that never exists, so that wrong credentials, a missing bucket or
 // an unreachable endpoint fail here with an error naming the setting
 // (stream.ErrInvalidArgument for settings the service rejected,
 // stream.ErrUnavailable when it could not be reached).
-func NewStorage(ctx context.Context, cfg Config) (*Storage, error) {
+func OpenStorage(ctx context.Context, cfg Config) (*Storage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ import (
 // TestStorage runs the chunked.Storage suite against MinIO, including
 // put-if-absent races between OS processes.
 func TestStorage(t *testing.T) {
-	drivertest.RunStorage(t, OpenStorage, func(t *testing.T) []byte { return marshalConfig(t, minioConfig(t)) })
+	drivertest.RunStorage(t, opener.OpenStorage, func(t *testing.T) []byte { return marshalConfig(t, minioConfig(t)) })
 }
 
 // TestRequestStats checks that every operation is counted as exactly the
@@ -141,13 +141,13 @@ func TestOpenBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := good
 			c.edit(&cfg)
-			st, err := NewStorage(context.Background(), cfg)
+			st, err := OpenStorage(context.Background(), cfg)
 			if err == nil {
 				st.Close()
-				t.Fatalf("NewStorage succeeded, want %v", c.want)
+				t.Fatalf("OpenStorage succeeded, want %v", c.want)
 			}
 			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.phrase) {
-				t.Fatalf("NewStorage: %v\nwant %v naming %q", err, c.want, c.phrase)
+				t.Fatalf("OpenStorage: %v\nwant %v naming %q", err, c.want, c.phrase)
 			}
 			t.Logf("%v", err)
 		})

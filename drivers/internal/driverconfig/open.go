@@ -13,8 +13,9 @@ type Opener[C any, S chunked.Storage] struct {
 	// Parse reads and validates a config document (the driver's
 	// ParseConfig).
 	Parse func(config []byte) (C, error)
-	// NewStorage opens the Storage of a parsed config.
-	NewStorage func(ctx context.Context, c C) (S, error)
+	// Storage opens the Storage of a parsed config (the driver's
+	// OpenStorage).
+	Storage func(ctx context.Context, c C) (S, error)
 	// Options are the engine's options for an open Storage (from the
 	// config it holds, defaults applied).
 	Options func(st S) chunked.Options
@@ -28,7 +29,7 @@ func (o Opener[C, S]) OpenStorage(ctx context.Context, config []byte) (S, error)
 		var zero S
 		return zero, err
 	}
-	return o.NewStorage(ctx, c)
+	return o.Storage(ctx, c)
 }
 
 // Open is a stream.Opener: it parses config, opens the Storage and returns

@@ -15,7 +15,6 @@ package nfs
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/stratastream/strata/drivers/internal/driverconfig"
 	"github.com/stratastream/strata/stream"
@@ -25,8 +24,8 @@ import (
 // Version is the driver's version, reported in Info.
 const Version = "0.1.0"
 
-// driverName is the name the driver reports in Info and its errors.
-const driverName = "nfs"
+// DriverName is the name the driver reports in stream.Info and its errors.
+const DriverName = "nfs"
 
 // Open is the driver's stream.Opener: it parses config (see Config), opens
 // the Storage on its root and returns the engine's Store on it.
@@ -36,23 +35,23 @@ func Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return OpenConfig(ctx, c, slog.Default())
+	return openConfig(ctx, c)
 }
 
-// OpenConfig is Open with a parsed Config and a logger (nil: discard).
-func OpenConfig(ctx context.Context, c Config, logger *slog.Logger) (*stream.Store, error) {
-	st, err := OpenStorage(ctx, c, logger)
+// openConfig is Open with a parsed Config.
+func openConfig(ctx context.Context, c Config) (*stream.Store, error) {
+	st, err := OpenStorage(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	return driverconfig.NewStore(st, c.engineOptions(logger))
+	return driverconfig.NewStore(st, c.engineOptions())
 }
 
 // engineOptions are the chunked.Options of a config.
-func (c Config) engineOptions(logger *slog.Logger) chunked.Options {
-	o := c.engine().Options(driverName, Version, 0)
+func (c Config) engineOptions() chunked.Options {
+	o := c.engine().Options(DriverName, Version, 0)
 	o.Durable = c.fsync()    // acks survive the host only with fsync
 	o.SharedNamespace = true // every process on the root sees its files
-	o.Logger = logger
+	o.Logger = c.logger()
 	return o
 }

@@ -1,3 +1,16 @@
+// Package s3 is the Strata driver for AWS S3 and S3-compatible object
+// stores (MinIO, Ceph RGW, ...), built on aws-sdk-go-v2.
+//
+// The driver is small: Storage implements chunked.Storage (put-if-absent
+// with If-None-Match: *, ranged GETs, HEAD, batched deletes, listing for
+// recovery and GC only) and the chunked engine supplies the whole Stream
+// contract on top of it. Open parses a Config (YAML, JSON or an s3:// URL),
+// probes the bucket so bad settings fail at once, and returns the engine's
+// stream.Store. Every request is counted (Storage.RequestStats), so cost
+// per GiB can be computed.
+//
+// It is not a general S3 client: it reads and writes only objects under
+// its own prefix, in the layout the engine defines (docs/drivers/s3.md).
 package s3
 
 import (
@@ -14,25 +27,19 @@ const DriverName = "s3"
 // Version is the driver's version, reported in stream.Info.
 const Version = "0.1.0"
 
-// opener is the Open sequence: ParseConfig, NewStorage, the chunked
+// opener is the Open sequence: ParseConfig, OpenStorage, the chunked
 // engine.
 var opener = driverconfig.Opener[Config, *Storage]{
-	Parse:      ParseConfig,
-	NewStorage: NewStorage,
-	Options:    func(st *Storage) chunked.Options { return engineOptions(st.cfg) },
+	Parse:   ParseConfig,
+	Storage: OpenStorage,
+	Options: func(st *Storage) chunked.Options { return engineOptions(st.cfg) },
 }
 
 // Open is the driver's stream.Opener: it parses config (ParseConfig),
-// opens and probes the bucket (NewStorage) and returns the chunked engine
+// opens and probes the bucket (OpenStorage) and returns the chunked engine
 // on it. Closing the Store closes the Storage.
 func Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	return opener.Open(ctx, config)
-}
-
-// OpenStorage parses config and returns the Storage alone, without the
-// engine: for storage-level tests and tools.
-func OpenStorage(ctx context.Context, config []byte) (*Storage, error) {
-	return opener.OpenStorage(ctx, config)
 }
 
 // engineOptions maps the driver's config (defaults applied) to the

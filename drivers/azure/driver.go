@@ -29,25 +29,19 @@ const DriverName = "azure"
 // Version is the driver's version, reported in stream.Info.
 const Version = "0.1.0"
 
-// opener is the Open sequence: ParseConfig, NewStorage, the chunked
+// opener is the Open sequence: ParseConfig, OpenStorage, the chunked
 // engine.
 var opener = driverconfig.Opener[Config, *Storage]{
-	Parse:      ParseConfig,
-	NewStorage: NewStorage,
-	Options:    func(st *Storage) chunked.Options { return engineOptions(st.cfg) },
+	Parse:   ParseConfig,
+	Storage: OpenStorage,
+	Options: func(st *Storage) chunked.Options { return engineOptions(st.cfg) },
 }
 
 // Open is the driver's stream.Opener: it parses config (YAML, JSON or an
 // azblob:// URL; see ParseConfig), checks the container and credentials
-// (NewStorage) and returns the chunked engine on that Storage.
+// (OpenStorage) and returns the chunked engine on that Storage.
 func Open(ctx context.Context, config []byte) (*stream.Store, error) {
 	return opener.Open(ctx, config)
-}
-
-// OpenStorage parses config like Open and returns the Storage alone,
-// without the engine (for storagetest, tools and benchmarks).
-func OpenStorage(ctx context.Context, config []byte) (*Storage, error) {
-	return opener.OpenStorage(ctx, config)
 }
 
 // engineOptions maps a defaulted config to the engine's options.
