@@ -100,10 +100,9 @@ func (s *Store) BackendStats(ctx context.Context) (stream.RequestStats, error) {
 	return s.base.BackendStats(ctx)
 }
 
-func (s *Store) check(name string) error {
-	if err := stream.ValidateName(name); err != nil {
-		return err
-	}
+// check fails once the store is closed. The front door (stream.Store) has
+// checked the name, the context and the open mode.
+func (s *Store) check() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -117,10 +116,7 @@ func (s *Store) internal(name string) bool { return strings.HasPrefix(name, s.op
 
 // Create creates an empty virtual stream.
 func (s *Store) Create(ctx context.Context, name string) error {
-	if err := s.check(name); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.check(); err != nil {
 		return err
 	}
 	if !s.internal(name) {
@@ -149,10 +145,7 @@ func (s *Store) legacyExists(ctx context.Context, name string) (bool, error) {
 
 // Open opens a virtual stream.
 func (s *Store) Open(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
-	if err := s.check(name); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.check(); err != nil {
 		return nil, err
 	}
 	switch opts.Mode {
@@ -168,7 +161,7 @@ func (s *Store) Open(ctx context.Context, name string, opts stream.OpenOptions) 
 // A data stream left by a Delete that stopped halfway is removed by the
 // next Open of a fresh stream of that name.
 func (s *Store) Delete(ctx context.Context, name string) error {
-	if err := s.check(name); err != nil {
+	if err := s.check(); err != nil {
 		return err
 	}
 	err := s.base.Delete(ctx, metaName(name))

@@ -150,9 +150,6 @@ func (h *vstream) markBroken(err error) {
 // stream has no claim (after open, a park, or a failed WAL), which waits
 // for one V.meta append: admission, bounded by ctx.
 func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
-	if err := h.s.info.CheckBatch(b); err != nil {
-		return stream.FailedAppend(err)
-	}
 	crc := stream.Checksum(b.Payload)
 	if b.PayloadChecksumSet && b.PayloadChecksum != crc {
 		return stream.FailedAppend(fmt.Errorf("%w: stream %q: supplied payload checksum %08x, payload has %08x", stream.ErrCorrupt, h.name, b.PayloadChecksum, crc))
