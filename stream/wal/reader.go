@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,8 +157,12 @@ func (r *roStream) refreshLocked(ctx context.Context) error {
 }
 
 func retryable(err error) bool {
-	return errors.Is(err, stream.ErrOffsetOutOfRange) || errors.Is(err, stream.ErrNotFound) && !errors.Is(err, errStreamGone)
+	return errors.Is(err, stream.ErrOffsetOutOfRange) || errors.Is(err, errRecordLanded) || errors.Is(err, stream.ErrNotFound) && !errors.Is(err, errStreamGone)
 }
+
+// errRecordLanded: a refresh found V.data written but read V.meta before
+// its first record landed; it reads both again.
+var errRecordLanded = fmt.Errorf("%w: the stream's first record landed during the read", stream.ErrUnavailable)
 
 var errStreamGone = errors.New("stream deleted")
 
@@ -194,6 +199,20 @@ func (r *roStream) refreshOnce(ctx context.Context) error {
 	}
 	dataNext := r.data.NextOffset()
 	if !ok {
+		if dataNext > 0 {
+			// V.data is written only after a record exists: the first
+			// record landed after the read above (read it all again), or
+			// V.data is the leftover of a Delete that stopped halfway,
+			// which the next read-write open removes (the stream is
+			// empty).
+			if _, err := r.meta.Fetch(ctx, r.meta.NextOffset(), stream.NoEnd, 1); err != nil && !errors.Is(err, stream.ErrOffsetOutOfRange) {
+				return err
+			}
+			if _, landed, err := lastRecord(ctx, r.meta); err != nil || landed {
+				return cmp.Or(err, errRecordLanded)
+			}
+			dataNext = 0
+		}
 		r.have, r.rec, r.start, r.dataNext, r.next = false, record{}, 0, dataNext, dataNext
 		return nil
 	}
