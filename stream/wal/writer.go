@@ -65,8 +65,7 @@ type writer struct {
 	// WAL is cut when that goroutine runs, not inline, so that the other
 	// appends its caller makes at once (the partitions of one Produce
 	// request) go in the same WAL batch.
-	kick   chan struct{}
-	kicked bool // a kick is pending: appends to the idle WAL wait for it
+	kick chan struct{}
 }
 
 func newWriter(s *Store, name string, sid id, base *stream.Stream) *writer {
@@ -89,7 +88,6 @@ func newWriter(s *Store, name string, sid id, base *stream.Stream) *writer {
 func (w *writer) idleFlusher() {
 	for range w.kick {
 		w.mu.Lock()
-		w.kicked = false
 		w.maybeFlushLocked()
 		w.mu.Unlock()
 	}
@@ -124,10 +122,11 @@ func (w *writer) enqueue(q *queued) error {
 	w.queueBytes += q.e.size()
 	if w.kick != nil && w.inflight == 0 && w.queueBytes < w.s.opts.MaxFlushBytes {
 		// Group commit without a wait: the flusher cuts once it runs,
-		// taking whatever the caller appended meanwhile.
-		if !w.kicked {
-			w.kicked = true
-			w.kick <- struct{}{} // never blocks: one kick at a time
+		// taking whatever the caller appended meanwhile (a kick already
+		// pending covers this append too).
+		select {
+		case w.kick <- struct{}{}:
+		default:
 		}
 		return nil
 	}
