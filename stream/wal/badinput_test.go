@@ -79,7 +79,7 @@ func appendRaw(t *testing.T, base *stream.Store, name string, epoch uint64, payl
 }
 
 func TestBadWALBatch(t *testing.T) {
-	validOther := encodeWALBatch(id{9}, []*entry{{claim: id{1}, count: 1, payload: []byte("x")}}, 64)
+	validOther, _ := encodeWALBatch(id{9}, []*entry{{claim: id{1}, count: 1, payload: []byte("x")}}, 64)
 	own := func(wal string) id {
 		sid, _ := (&Store{opts: Options{Prefix: DefaultPrefix}}).parseWALName(wal)
 		return sid
@@ -90,7 +90,7 @@ func TestBadWALBatch(t *testing.T) {
 	}{
 		{"garbage", func(string) []byte { return []byte("not a WAL batch at all") }},
 		{"truncated", func(w string) []byte {
-			b := encodeWALBatch(own(w), []*entry{{claim: id{1}, count: 1, payload: []byte("payload")}}, 64)
+			b, _ := encodeWALBatch(own(w), []*entry{{claim: id{1}, count: 1, payload: []byte("payload")}}, 64)
 			return b[:len(b)-5]
 		}},
 		{"another session's", func(string) []byte { return validOther }},

@@ -92,22 +92,31 @@ func appendProps(b []byte, props map[string]string) []byte {
 }
 
 // encodeWALBatch encodes entries as one WAL batch payload of session sid.
-func encodeWALBatch(sid id, entries []*entry, size int) []byte {
+// It returns the payload's checksum too, combined from the entries'
+// checksums without reading their payloads again: it is the checksum of
+// the payload if every entry's payload matches its checksum.
+func encodeWALBatch(sid id, entries []*entry, size int) ([]byte, uint32) {
 	b := make([]byte, 0, 4+16+4+size)
 	b = append(b, walMagic[:]...)
 	b = append(b, sid[:]...)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(entries)))
+	crc := stream.Checksum(b)
 	for _, e := range entries {
+		mark := len(b)
 		b = append(b, e.claim[:]...)
 		b = binary.BigEndian.AppendUint64(b, uint64(e.base))
 		b = binary.BigEndian.AppendUint32(b, e.count)
 		b = binary.BigEndian.AppendUint64(b, uint64(e.ts))
 		b = appendProps(b, e.props)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(e.payload)))
+		crc = stream.UpdateChecksum(crc, b[mark:])
 		b = append(b, e.payload...)
+		crc = stream.CombineChecksum(crc, e.crc, len(e.payload))
+		mark = len(b)
 		b = binary.BigEndian.AppendUint32(b, e.crc)
+		crc = stream.UpdateChecksum(crc, b[mark:])
 	}
-	return b
+	return b, crc
 }
 
 // errShort is the decoders' error for bytes that end too early.

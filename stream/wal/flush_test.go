@@ -2,6 +2,8 @@ package wal
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,5 +178,119 @@ func TestLingerRunsFromTheLastCut(t *testing.T) {
 	}
 	if d := time.Since(cut); d < linger*2/3 {
 		t.Fatalf("an append made just after a cut went out after %v, before Linger (%v) since that cut", d, linger)
+	}
+}
+
+// suppliedBase records, for each WAL append, whether it came with a
+// supplied payload checksum and whether that is the checksum of its bytes.
+type suppliedBase struct {
+	stream.DriverStore
+	mu   sync.Mutex
+	sums []string // "set" (right), "wrong" or "unset"
+}
+
+func (s *suppliedBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := s.DriverStore.Open(ctx, name, o)
+	if err != nil || !strings.HasPrefix(name, DefaultPrefix+"/") {
+		return st, err
+	}
+	return &suppliedStream{DriverStream: st, s: s}, nil
+}
+
+type suppliedStream struct {
+	stream.DriverStream
+	s *suppliedBase
+}
+
+func (st *suppliedStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
+	v := "unset"
+	switch {
+	case b.PayloadChecksumSet && b.PayloadChecksum == stream.Checksum(b.Payload):
+		v = "set"
+	case b.PayloadChecksumSet:
+		v = "wrong"
+	}
+	st.s.mu.Lock()
+	st.s.sums = append(st.s.sums, v)
+	st.s.mu.Unlock()
+	return st.DriverStream.Append(ctx, b)
+}
+
+// TestFlushChecksTheCopies: a WAL batch goes to the base with its checksum
+// supplied (combined from the entries', not read again), and the tails
+// serve the entries without reading them again; but a caller that changes
+// its buffer after Append and before its append completes (which the
+// contract forbids) gets ErrCorrupt on reads of its own batch, from the
+// writer and after a takeover, while the other stream's batch in the same
+// WAL batch reads back intact, and no WAL batch ever went out with a
+// supplied checksum that is not its own.
+func TestFlushChecksTheCopies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mem := memory.New(memory.Config{})
+	base := &suppliedBase{DriverStore: mem.Driver()}
+	ws, err := NewStore(stream.NewStore(base), Options{Linger: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stream.NewStore(ws)
+	defer s.Close()
+	open := func(s *stream.Store, name string, epoch uint64) *stream.Stream {
+		t.Helper()
+		st, err := s.Open(ctx, name, stream.OpenOptions{Epoch: epoch, CreateIfMissing: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	a, b := open(s, "a", 1), open(s, "b", 1)
+	for _, st := range []*stream.Stream{a, b} { // claims the WAL
+		if _, err := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("first")}).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bufA, bufB := []byte("batch of a"), []byte("batch of b")
+	fa := a.Append(ctx, stream.Batch{Count: 1, Payload: bufA})
+	fb := b.Append(ctx, stream.Batch{Count: 1, Payload: bufB})
+	bufA[0] = 'X' // within the linger window: before the copy
+	for _, f := range []*stream.AppendFuture{fa, fb} {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(who string, a, b *stream.Stream) {
+		t.Helper()
+		if bs, err := a.Fetch(ctx, 1, 2, 0); !errors.Is(err, stream.ErrCorrupt) {
+			t.Fatalf("%s: fetch of the batch whose buffer changed: %d batches, %v; want ErrCorrupt", who, len(bs), err)
+		}
+		bs, err := b.Fetch(ctx, 0, 2, 0)
+		if err != nil || len(bs) != 2 || string(bs[0].Payload) != "first" || string(bs[1].Payload) != "batch of b" {
+			t.Fatalf("%s: the other stream's batches: %d, %v; want first, batch of b", who, len(bs), err)
+		}
+	}
+	check("the writer", a, b)
+	base.mu.Lock()
+	sums := slices.Clone(base.sums)
+	base.mu.Unlock()
+	if len(sums) < 2 || sums[0] != "set" || slices.Contains(sums, "wrong") || !slices.Contains(sums, "unset") {
+		t.Fatalf("WAL appends' supplied checksums: %v; want the first supplied, the one with the changed buffer not, none wrong", sums)
+	}
+	t.Logf("WAL appends: %v", sums)
+	ws2, err := NewStore(stream.NewStore(mem.Driver()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := stream.NewStore(ws2)
+	defer s2.Close()
+	b2 := open(s2, "b", 2)
+	if a2, err := s2.Open(ctx, "a", stream.OpenOptions{Epoch: 2}); err != nil {
+		if !errors.Is(err, stream.ErrCorrupt) {
+			t.Fatalf("takeover of the stream whose buffer changed: %v; want ErrCorrupt or a stream whose fetch is", err)
+		}
+		if bs, err := b2.Fetch(ctx, 0, 2, 0); err != nil || len(bs) != 2 || string(bs[1].Payload) != "batch of b" {
+			t.Fatalf("takeover: the other stream's batches: %d, %v", len(bs), err)
+		}
+	} else {
+		check("a takeover", a2, b2)
 	}
 }

@@ -184,13 +184,37 @@ func (w *writer) flushLocked() {
 	for i, q := range items {
 		entries[i] = q.e
 	}
-	payload := encodeWALBatch(w.sid, entries, size)
+	payload, sum := encodeWALBatch(w.sid, entries, size)
 	// The entries now alias the WAL batch, not the callers' buffers: the
 	// tails keep the batch for reads until compaction.
 	rebindPayloads(payload, entries)
+	b := stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload}
+	if checkCopies(entries) {
+		b.PayloadChecksum, b.PayloadChecksumSet = sum, true
+	}
 	w.inflight++
-	fut := w.base.Append(context.Background(), stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload})
+	fut := w.base.Append(context.Background(), b)
 	w.flushes <- &flush{items: items, fut: fut, bytes: int64(len(payload))}
+}
+
+// checkCopies checks each entry's payload, just copied into a WAL batch
+// and still in the CPU's caches, against the checksum Append took, and
+// marks it checked: the tail then serves and compacts it without reading
+// it again. It reports whether all match, that is whether the checksum
+// encodeWALBatch combined is the batch's. One that does not (a caller that
+// changed its buffer before its append completed) stays unchecked, and the
+// base store checksums the batch's bytes itself: reads of that entry fail
+// ErrCorrupt, of no other.
+func checkCopies(entries []*entry) bool {
+	all := true
+	for _, e := range entries {
+		if stream.Checksum(e.payload) == e.crc {
+			e.checked.Store(true)
+		} else {
+			all = false
+		}
+	}
+	return all
 }
 
 // rebindPayloads points each entry's payload at its copy inside the WAL
