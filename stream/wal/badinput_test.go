@@ -281,3 +281,74 @@ func TestNoOpTrimOfFencedSession(t *testing.T) {
 		t.Fatalf("no-op trim by the fenced session: %v, want ErrFenced", err)
 	}
 }
+
+// TestTakeoverOfAWALAnotherFenced: two brokers that take over the streams
+// of one dead broker fence its WAL at once, and one fencing session
+// supersedes the other. The superseded one reads the WAL read-only (it is
+// fenced, and frozen) instead of failing the opens ErrFenced, which the
+// broker retried for seconds. Deterministically: another fencer opened
+// the WAL above fenceEpoch first; then two stores race.
+func TestTakeoverOfAWALAnotherFenced(t *testing.T) {
+	ctx := context.Background()
+	t.Run("fenced before", func(t *testing.T) {
+		base := memory.New(memory.Config{})
+		names := []string{"a", "b", "c"}
+		wal := crashedWriter(t, base, names...)
+		other, err := base.Open(ctx, wal, stream.OpenOptions{Epoch: fenceEpoch + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		s, err := NewStore(stream.NewStore(keepBase{base.Driver()}), Options{SweepInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for _, n := range names {
+			st, err := s.Open(ctx, n, stream.OpenOptions{Epoch: 2})
+			if err != nil {
+				t.Fatalf("takeover of %s, its WAL fenced by another: %v", n, err)
+			}
+			bs, err := st.Fetch(ctx, 0, stream.NoEnd, 1<<20)
+			if err != nil || len(bs) != 3 || string(bs[2].Payload) != n+"-2" {
+				t.Fatalf("%s after the takeover: %d batches, %v", n, len(bs), err)
+			}
+		}
+	})
+	t.Run("racing", func(t *testing.T) {
+		for round := range 20 {
+			base := memory.New(memory.Config{})
+			var names []string
+			for i := range 16 {
+				names = append(names, fmt.Sprintf("r%d-%d", round, i))
+			}
+			crashedWriter(t, base, names...)
+			var stores []*Store
+			for range 2 {
+				s, err := NewStore(stream.NewStore(keepBase{base.Driver()}), Options{SweepInterval: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				stores = append(stores, s)
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, len(names))
+			for i, n := range names {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					st, err := stores[i%2].Open(ctx, n, stream.OpenOptions{Epoch: 2})
+					if err == nil && st.NextOffset() != 3 {
+						err = fmt.Errorf("%s: NextOffset %d, want 3", n, st.NextOffset())
+					}
+					errs[i] = err
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatalf("round %d: two stores taking over one dead WAL's streams: %v", round, err)
+			}
+		}
+	})
+}

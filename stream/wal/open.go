@@ -439,6 +439,11 @@ func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, [
 		opts = stream.OpenOptions{Mode: stream.ModeReadOnly}
 	}
 	st, err := s.base.Open(ctx, name, opts)
+	readOnly := s.opts.broken.noFenceWAL
+	if errors.Is(err, stream.ErrFenced) && !readOnly {
+		st, err = s.fencedByAnother(ctx, name)
+		readOnly = true
+	}
 	if errors.Is(err, stream.ErrNotFound) {
 		// A sweeper deleted it: it fenced the WAL and then found no last
 		// record naming it, so a record naming it landed after the fence,
@@ -451,12 +456,21 @@ func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, [
 	if err != nil {
 		return nil, nil, fmt.Errorf("wal: fencing WAL %s: %w", name, err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	out := make(map[id][]tailEntry)
 	var corrupt []int64
 	pos, end := st.StartOffset(), st.NextOffset()
 	for pos < end {
 		bs, err := st.Fetch(ctx, pos, stream.NoEnd, 0)
+		if errors.Is(err, stream.ErrFenced) && !readOnly {
+			// Another fencer superseded this session mid-read.
+			_ = st.Close()
+			if st, err = s.fencedByAnother(ctx, name); err != nil {
+				return nil, nil, fmt.Errorf("wal: reading WAL %s: %w", name, err)
+			}
+			readOnly = true
+			continue
+		}
 		if errors.Is(err, stream.ErrCorrupt) {
 			// Find the bad batch one offset at a time (a WAL batch
 			// has Count 1).
@@ -486,6 +500,17 @@ func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, [
 		}
 	}
 	return out, corrupt, nil
+}
+
+// fencedByAnother opens WAL name read-only after a fencing open or read of
+// it failed ErrFenced: another session opened it at fenceEpoch or above
+// meanwhile (two brokers taking over the streams of one dead broker fence
+// its WAL at once). The WAL is then fenced, as W3a needs before it is
+// read (ErrFenced at fenceEpoch means a session at fenceEpoch or above),
+// and frozen: nobody appends at fenceEpoch, and its writer, at walEpoch,
+// can no longer append.
+func (s *Store) fencedByAnother(ctx context.Context, name string) (*stream.Stream, error) {
+	return s.base.Open(ctx, name, stream.OpenOptions{Mode: stream.ModeReadOnly})
 }
 
 // evictFrozen drops frozen WALs unused for a while.
