@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -38,6 +39,9 @@ type clusterState struct {
 	// opens counts partition opens after a move to this broker; fences
 	// counts partitions dropped because a newer owner fenced them.
 	opens, fences, releases int64
+	// hinted is when a Produce was last answered with a partition's new
+	// owner (unix nanoseconds; Leave waits for it to go quiet).
+	hinted atomic.Int64
 }
 
 // unitOf is the cluster unit of a partition.
@@ -513,6 +517,7 @@ func (b *Broker) leaderHint(resp *kmsg.ProduceResponse, rp *kmsg.ProduceResponse
 		return
 	}
 	rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = o.Node, o.Epoch
+	b.cl.hinted.Store(time.Now().UnixNano())
 	for _, rb := range resp.Brokers {
 		if rb.NodeID == o.Node {
 			return
@@ -635,4 +640,85 @@ func splitAddr(addr string) (string, int32, error) {
 		return "", 0, fmt.Errorf("address %q: bad port", addr)
 	}
 	return host, int32(port), nil
+}
+
+// Leave hands this broker's partitions and group offsets over to the rest
+// of the cluster before it stops (a graceful stop, as Kafka's controlled
+// shutdown): it leaves the cluster's live brokers (cluster.Member.Leave),
+// so the controller assigns its units to the others, and keeps serving
+// while they move: a Produce for a partition that moved is answered
+// NOT_LEADER_OR_FOLLOWER naming the new owner (KIP-951), which clients
+// follow at once, instead of a closed connection that leaves them to find
+// the new owner at their next metadata refresh. It returns once nothing is
+// owned here any more (and no client asked for a moved partition for
+// handOverQuiet), at once when no other broker is live, or with the
+// units still here when ctx ends. A single broker (no cluster) has
+// nothing to hand over.
+func (b *Broker) Leave(ctx context.Context) (left int, err error) {
+	if b.cl == nil {
+		return 0, nil
+	}
+	if err := b.cl.m.Leave(ctx); err != nil {
+		return b.ownedUnits(), err
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	var empty time.Time // when nothing was owned here any more
+	for {
+		n := b.ownedUnits()
+		others := 0
+		for id := range b.cl.m.View().Nodes {
+			if id != b.nodeID {
+				others++
+			}
+		}
+		switch {
+		case n > 0 && others == 0:
+			return n, nil // nobody to hand them to: they wait for a broker to join
+		case n > 0:
+			empty = time.Time{}
+		case empty.IsZero():
+			empty = time.Now()
+		default:
+			// Every unit moved; clients learn it at their next Produce
+			// here, so keep answering until none came for a while.
+			last := time.Unix(0, b.cl.hinted.Load())
+			if time.Since(empty) >= handOverQuiet && time.Since(last) >= handOverQuiet {
+				return 0, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// handOverQuiet is how long a leaving broker keeps answering after its
+// last unit moved and after the last Produce it answered with a new owner.
+const handOverQuiet = 300 * time.Millisecond
+
+// ownedUnits is the number of units open here: partitions (open or being
+// opened again) and the group offsets.
+func (b *Broker) ownedUnits() int {
+	n := 0
+	for _, t := range b.catalog.list() {
+		b.catalog.mu.RLock()
+		parts := append([]*partition(nil), t.parts...)
+		b.catalog.mu.RUnlock()
+		for _, p := range parts {
+			p.mu.Lock()
+			if p.log != nil || p.reopening {
+				n++
+			}
+			p.mu.Unlock()
+		}
+	}
+	b.cl.mu.Lock()
+	if b.cl.offsetsEpoch != 0 {
+		n++
+	}
+	b.cl.mu.Unlock()
+	return n
 }

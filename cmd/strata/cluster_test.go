@@ -269,6 +269,35 @@ func TestClusterRollingRestart(t *testing.T) {
 	g.waitFor(t, acked)
 }
 
+// TestClusterGracefulLeaveHandsOver: a broker stopped with SIGTERM hands
+// its partitions over before it exits (broker.Leave, as Kafka's
+// controlled shutdown): a producer whose metadata never refreshes
+// (MetadataMinAge of an hour) finds their new owners in the leaving
+// broker's answers (KIP-951), and every partition acks again, each acked
+// record consumed once. Before, the broker closed its connections first,
+// and such a producer never produced to those partitions again.
+func TestClusterGracefulLeaveHandsOver(t *testing.T) {
+	c := startBrokerCluster(t, etcdTestbed(t), 3)
+	ctx := context.Background()
+	admin := c.client()
+	t.Cleanup(admin.Close)
+	const parts = 12
+	createTopic(ctx, t, admin, "leave", parts)
+	waitLeaders(ctx, t, admin, "leave", 3, func(ls []int32) bool { return count(ls) == 3 })
+	cl := c.client(kgo.MetadataMinAge(time.Hour), kgo.MetadataMaxAge(time.Hour))
+	t.Cleanup(cl.Close)
+	pr := startProducer(ctx, cl, "leave", 1000)
+	pr.waitEveryPartition(t, parts)
+	c.kill(2, syscall.SIGTERM)
+	if log := c.procs[2].stderr.String(); !strings.Contains(log, "partitions handed over") {
+		t.Fatalf("the broker stopped with SIGTERM did not hand its partitions over:\n%s", log)
+	}
+	pr.waitEveryPartition(t, parts)
+	acked := pr.finish(ctx, t, admin)
+	consumeAcked(ctx, t, c.addrs[0], "leave", acked)
+	t.Logf("%d records acked, every partition again after the leave", len(acked))
+}
+
 // count is the number of distinct leaders in ls.
 func count(ls []int32) int {
 	m := map[int32]bool{}

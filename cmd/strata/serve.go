@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -368,6 +370,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	select {
 	case <-ctx.Done():
+		if bcfg.Membership != nil {
+			leave(b, logger)
+		}
 		logger.Info("shutting down")
 		return 0
 	case err := <-errc:
@@ -379,6 +384,36 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case <-b.Superseded():
 		return superseded(b.Err(), logger, stderr)
 	}
+}
+
+// leaveTimeout bounds the hand-over of a clustered broker's partitions at
+// a graceful stop.
+const leaveTimeout = 20 * time.Second
+
+// leave hands the broker's partitions over to the rest of its cluster
+// before it stops (broker.Leave), for at most leaveTimeout; a second
+// SIGINT or SIGTERM stops it at once.
+func leave(b *broker.Broker, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	logger.Info("leaving the cluster: handing the partitions over to the other brokers (a second signal stops at once)")
+	began := time.Now()
+	left, err := b.Leave(ctx)
+	if err != nil {
+		logger.Warn("stopping before every partition was handed over: the others take the rest when this broker's lease ends", "left", left, "err", err)
+		return
+	}
+	logger.Info("partitions handed over", "took", time.Since(began).Round(time.Millisecond))
 }
 
 // exitSuperseded is the exit status of a broker that another broker took

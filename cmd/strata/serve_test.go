@@ -80,6 +80,14 @@ func tryStartServeCmd(t testing.TB, cmd *exec.Cmd) (*serveProc, error) {
 	t.Helper()
 	errb := &syncBuffer{}
 	cmd.Stderr = errb
+	if dir := os.Getenv("STRATA_TEST_SERVE_LOGS"); dir != "" {
+		// Every strata serve's log, kept (for a benchmark or a failure
+		// to look into): DIR/serve-<start time>-<port>.log.
+		if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("serve-%s-%s.log", time.Now().Format("150405.000"), portArg(cmd.Args)))); err == nil {
+			cmd.Stderr = io.MultiWriter(errb, f)
+			t.Cleanup(func() { _ = f.Close() })
+		}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -593,4 +601,15 @@ func TestServeExitsWhenTakenOver(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the taken-over broker still runs 30s after the takeover:\n%s", old.stderr.String())
 	}
+}
+
+// portArg is the port of the --listen argument in args ("" if none).
+func portArg(args []string) string {
+	for i, a := range args {
+		if a == "--listen" && i+1 < len(args) {
+			_, port, _ := strings.Cut(args[i+1], ":")
+			return port
+		}
+	}
+	return ""
 }

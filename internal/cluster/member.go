@@ -137,6 +137,7 @@ type Member struct {
 	lease   LeaseState
 	session *concurrency.Session
 	leading atomic.Bool
+	leaving bool // Leave was called: not registered again
 	moves   atomic.Int64
 	losses  atomic.Int64
 	kick    chan struct{} // the controller recomputes
@@ -375,7 +376,12 @@ func (m *Member) keepRegistered() {
 		}
 		m.mu.Lock()
 		m.lease = LeaseLost
+		leaving := m.leaving
 		m.mu.Unlock()
+		if leaving {
+			m.notify()
+			return
+		}
 		m.losses.Add(1)
 		m.log.Warn("cluster lease lost: etcd unreachable or without quorum; keeping the partitions owned (the storage fences them if they move) and registering again")
 		m.notify()
@@ -608,6 +614,31 @@ func (m *Member) batch(ctx context.Context, items []string, op func(string) clie
 		}
 		items = items[n:]
 	}
+	return nil
+}
+
+// Leave takes this broker out of the cluster's live brokers while it
+// keeps running, for a graceful stop: its broker key is deleted (its lease
+// stays, and with it the controller role if it holds it), so the
+// controller assigns its units to the other brokers, and the broker can
+// hand them over (answering with their new owners) before Close. It is not
+// registered again after that, even after a lease loss.
+func (m *Member) Leave(ctx context.Context) error {
+	m.mu.Lock()
+	m.leaving = true
+	s := m.session
+	m.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	k := m.cfg.key("brokers", strconv.Itoa(int(m.id)))
+	_, err := m.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(k), "=", int64(s.Lease()))).
+		Then(clientv3.OpDelete(k)).Commit()
+	if err != nil {
+		return m.etcdErr("leaving the cluster (deleting "+k+")", err)
+	}
+	m.log.Info("left the cluster's live brokers; the controller moves this broker's units", "key", k)
 	return nil
 }
 
