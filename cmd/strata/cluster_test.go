@@ -55,6 +55,7 @@ type brokerCluster struct {
 	https   []string
 	procs   []*serveProc
 	envEtcd []string // per broker: the etcd endpoints it is given (default etcd)
+	config  string   // a --config file for every broker ("": none)
 }
 
 func startBrokerCluster(t testing.TB, etcd string, n int) *brokerCluster {
@@ -71,6 +72,13 @@ func startBrokerClusterWith(t testing.TB, n int, etcdOf func(int) string) *broke
 	c := &brokerCluster{t: t, bin: buildBinary(t, dir, "strata", "."), etcd: etcd,
 		name: fmt.Sprintf("c%d-%d-%s", os.Getpid(), clusterSeq.Add(1), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))),
 		data: filepath.Join(dir, "data")}
+	if os.Getenv("STRATA_BENCH_STREAM_SETS") == "off" {
+		// The cluster benchmarks' comparison: stream sets off.
+		c.config = filepath.Join(dir, "serve.yaml")
+		if err := os.WriteFile(c.config, []byte("stream_sets: {enabled: false}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := 0; i < n; i++ {
 		c.addrs = append(c.addrs, freePort(t))
 		c.https = append(c.https, freePort(t))
@@ -95,7 +103,11 @@ func startBrokerClusterWith(t testing.TB, n int, etcdOf func(int) string) *broke
 
 // command is broker i's strata serve command line.
 func (c *brokerCluster) command(i int) *exec.Cmd {
-	return exec.Command(c.bin, "serve", "--etcd", c.envEtcd[i], "--cluster", c.name, "--data", c.data, "--listen", c.addrs[i], "--http", c.https[i])
+	args := []string{"serve", "--etcd", c.envEtcd[i], "--cluster", c.name, "--data", c.data, "--listen", c.addrs[i], "--http", c.https[i]}
+	if c.config != "" {
+		args = append(args, "--config", c.config)
+	}
+	return exec.Command(c.bin, args...)
 }
 
 // start starts broker i (again) on its address.

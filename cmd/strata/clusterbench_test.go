@@ -125,6 +125,8 @@ func (a *partitionAcks) close() {
 
 // benchCluster starts three brokers on the etcd testbed with topic of
 // partitions spread over all three, and returns them and a client.
+// STRATA_BENCH_STREAM_SETS=off runs the brokers with stream sets off, for
+// the comparison in docs/operating.md.
 func benchCluster(b *testing.B, topic string, partitions int32) (*brokerCluster, *kgo.Client) {
 	c := startBrokerCluster(b, etcdTestbed(b), 3)
 	admin := c.client()
