@@ -230,24 +230,7 @@ func TestRecoveryReadsWALOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var wg sync.WaitGroup
-	errs := make([]error, len(names))
-	for i, n := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st, err := s.Open(context.Background(), n, stream.OpenOptions{Epoch: 2})
-			if err == nil {
-				if st.NextOffset() != 3 {
-					err = fmt.Errorf("NextOffset %d, want 3", st.NextOffset())
-				}
-				st.Close()
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := takeOverAll(names, func(int) *Store { return s }); err != nil {
 		t.Fatal(err)
 	}
 	if o, f := cb.walOpens.Load(), cb.walFetches.Load(); o != 1 || f > 2 {
@@ -332,23 +315,33 @@ func TestTakeoverOfAWALAnotherFenced(t *testing.T) {
 				defer s.Close()
 				stores = append(stores, s)
 			}
-			var wg sync.WaitGroup
-			errs := make([]error, len(names))
-			for i, n := range names {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					st, err := stores[i%2].Open(ctx, n, stream.OpenOptions{Epoch: 2})
-					if err == nil && st.NextOffset() != 3 {
-						err = fmt.Errorf("%s: NextOffset %d, want 3", n, st.NextOffset())
-					}
-					errs[i] = err
-				}()
-			}
-			wg.Wait()
-			if err := errors.Join(errs...); err != nil {
+			if err := takeOverAll(names, func(i int) *Store { return stores[i%2] }); err != nil {
 				t.Fatalf("round %d: two stores taking over one dead WAL's streams: %v", round, err)
 			}
 		}
 	})
+}
+
+// takeOverAll opens every one of crashedWriter's streams at epoch 2 at
+// once, stream i on the store of(i), checks that each holds its 3
+// batches, closes it, and returns the errors joined.
+func takeOverAll(names []string, of func(i int) *Store) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(names))
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := of(i).Open(context.Background(), n, stream.OpenOptions{Epoch: 2})
+			if err == nil {
+				if st.NextOffset() != 3 {
+					err = fmt.Errorf("%s: NextOffset %d, want 3", n, st.NextOffset())
+				}
+				st.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
