@@ -223,7 +223,9 @@ func TestClusterTopicsOnAnyBroker(t *testing.T) {
 	for _, cl := range cls {
 		waitSpread(t, cl, "anyb", 6, 3)
 	}
-	// Each owner opened its partitions: 6 partitions, 2 streams each.
+	// Each owner opens its partitions: 6 partitions, 2 streams each.
+	// Metadata names an owner from its assignment on, before its open, so
+	// the streams appear shortly after.
 	topicStreams := func() []string {
 		all, err := st.List(context.Background(), name+"/t/")
 		if err != nil {
@@ -231,8 +233,15 @@ func TestClusterTopicsOnAnyBroker(t *testing.T) {
 		}
 		return all
 	}
-	if got := topicStreams(); len(got) != 12 {
-		t.Fatalf("%d partition streams on the storage, want 12: %v", len(got), got)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got := topicStreams()
+		if len(got) == 12 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d partition streams on the storage, want 12: %v", len(got), got)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	dt := kmsg.NewPtrDeleteTopicsRequest()
 	dt.TopicNames = []string{"anyb"}

@@ -305,7 +305,7 @@ func TestClusterGracefulLeaveHandsOver(t *testing.T) {
 		t.Fatalf("the broker stopped with SIGTERM did not hand its partitions over:\n%s", log)
 	}
 	pr.waitEveryPartition(t, parts)
-	acked := pr.finish(ctx, t, admin)
+	acked := pr.finish(ctx, t, cl)
 	consumeAcked(ctx, t, c.addrs[0], "leave", acked)
 	t.Logf("%d records acked, every partition again after the leave", len(acked))
 }

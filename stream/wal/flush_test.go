@@ -229,7 +229,7 @@ func TestFlushChecksTheCopies(t *testing.T) {
 	defer cancel()
 	mem := memory.New(memory.Config{})
 	base := &suppliedBase{DriverStore: mem.Driver()}
-	ws, err := NewStore(stream.NewStore(base), Options{Linger: 200 * time.Millisecond})
+	ws, err := NewStore(stream.NewStore(base), Options{Linger: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,14 @@ func TestFlushChecksTheCopies(t *testing.T) {
 	bufA, bufB := []byte("batch of a"), []byte("batch of b")
 	fa := a.Append(ctx, stream.Batch{Count: 1, Payload: bufA})
 	fb := b.Append(ctx, stream.Batch{Count: 1, Payload: bufB})
-	bufA[0] = 'X' // within the linger window: before the copy
+	// Within the linger window, before the copy; under the WAL writer's
+	// lock, which the cut takes, so that the race detector sees the order.
+	ws.mu.Lock()
+	w := ws.w
+	ws.mu.Unlock()
+	w.mu.Lock()
+	bufA[0] = 'X'
+	w.mu.Unlock()
 	for _, f := range []*stream.AppendFuture{fa, fb} {
 		if _, err := f.Wait(ctx); err != nil {
 			t.Fatal(err)
