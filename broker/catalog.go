@@ -236,25 +236,33 @@ const partitionOpens = 32
 // openPartitions opens parts, up to partitionOpens at once, and returns
 // those that failed (in no order), each left closed with its error.
 func openPartitions(ctx context.Context, parts []*partition) []openFailure {
-	sem := make(chan struct{}, partitionOpens)
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed []openFailure
+	eachPartition(parts, func(p *partition) {
+		if gen, err := p.open(ctx); err != nil {
+			mu.Lock()
+			failed = append(failed, openFailure{p, gen, err})
+			mu.Unlock()
+		}
+	})
+	return failed
+}
+
+// eachPartition calls fn for every partition of parts, partitionOpens at
+// once, and returns when all calls have.
+func eachPartition(parts []*partition, fn func(*partition)) {
+	sem := make(chan struct{}, partitionOpens)
+	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if gen, err := p.open(ctx); err != nil {
-				mu.Lock()
-				failed = append(failed, openFailure{p, gen, err})
-				mu.Unlock()
-			}
+			fn(p)
 		}()
 	}
 	wg.Wait()
-	return failed
 }
 
 // options are the sharedlog options of a topic's partitions.

@@ -130,14 +130,7 @@ func (b *Broker) syncCluster(ctx context.Context) {
 			}
 		}
 	}
-	for _, p := range release {
-		_ = p.closeLog()
-		b.cl.mu.Lock()
-		delete(b.cl.owned, unitOf(p))
-		b.cl.releases++
-		b.cl.mu.Unlock()
-		b.log.Info("partition moved away", "topic", p.topic.name, "partition", p.index)
-	}
+	b.releasePartitions(release)
 	if len(open) > 0 {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		failed := openPartitions(octx, open)
@@ -154,6 +147,23 @@ func (b *Broker) syncCluster(ctx context.Context) {
 		b.keepFailed(failed)
 	}
 	b.syncOffsets(ctx, v)
+}
+
+// releasePartitions closes the partitions assigned elsewhere,
+// partitionOpens at once: a close is a few dependent puts (a checkpoint,
+// the stream-set tails compacted), and the sooner each is done the less
+// the new owners' opens find to fence and settle.
+func (b *Broker) releasePartitions(parts []*partition) {
+	eachPartition(parts, func(p *partition) {
+		start := time.Now()
+		err := p.closeLog()
+		b.cl.mu.Lock()
+		delete(b.cl.owned, unitOf(p))
+		b.cl.releases++
+		b.cl.mu.Unlock()
+		b.log.Info("partition moved away", "topic", p.topic.name, "partition", p.index,
+			"took", time.Since(start).Round(time.Millisecond), "err", err)
+	})
 }
 
 // noteOpened counts p, just opened at its assignment's epoch, as owned

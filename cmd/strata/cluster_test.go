@@ -104,6 +104,9 @@ func startBrokerClusterWith(t testing.TB, n int, etcdOf func(int) string) *broke
 // command is broker i's strata serve command line.
 func (c *brokerCluster) command(i int) *exec.Cmd {
 	args := []string{"serve", "--etcd", c.envEtcd[i], "--cluster", c.name, "--data", c.data, "--listen", c.addrs[i], "--http", c.https[i]}
+	if l := os.Getenv("STRATA_TEST_SERVE_LOG_LEVEL"); l != "" {
+		args = append(args, "--log-level", l)
+	}
 	if c.config != "" {
 		args = append(args, "--config", c.config)
 	}
