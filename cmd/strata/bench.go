@@ -59,7 +59,8 @@ Backend requests per second and per GiB come from the store's own counts
 counters with --minio-metrics. --disk DIR measures DIR's allocated bytes
 once the runs end (again after --settle) against the record bytes
 acknowledged; --broker-pid PID reports the broker's RSS before and after
-the topic is created, and the creation time.
+the topic is created, the creation time, and over the counted runs its
+writes to storage per record byte and CPU time per record.
 
 'strata bench report' merges JSON reports into one, writes the charts to
 --out and a Markdown section (tables, ratios) to --md or stdout.
@@ -100,7 +101,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		diskDir    = fs.String("disk", "", "directory whose disk usage is measured after the runs, against the record bytes written")
 		settle     = fs.Duration("settle", 0, "wait this long after the runs before measuring --disk (background compaction)")
 		keepTopic  = fs.Bool("keep-topic", false, "produce-consume: leave the topic when done (to measure the data directory after the broker stops)")
-		brokerPID  = fs.Int("broker-pid", 0, "produce-consume: the broker's pid, for its resident memory around topic creation")
+		brokerPID  = fs.Int("broker-pid", 0, "produce-consume: the broker's pid, for its resident memory around topic creation, its writes and CPU time")
 		consume    = fs.Bool("consume", true, "produce-consume: run the consumer (false: the producer alone)")
 		system     = fs.String("system", "", "name of the system under test in labels (default: workload and driver)")
 		jsonOut    = fs.Bool("json", false, "print one JSON report on stdout")

@@ -204,6 +204,13 @@ type BrokerFigures struct {
 	RSSEnd     int64 `json:"rss_end_bytes"`
 	// PerPartition is (RSSCreated - RSSBefore) / partitions.
 	PerPartition int64 `json:"rss_per_partition_bytes"`
+	// WritesPerByte is what the broker wrote to storage over the counted
+	// runs (/proc/PID/io write_bytes: bytes dirtied in the page cache or
+	// written directly, fsynced or not) per record byte acknowledged.
+	WritesPerByte float64 `json:"write_bytes_per_record_byte"`
+	// CPUPerRecord is the broker's CPU time (user and system) over the
+	// counted runs per record acknowledged, in microseconds.
+	CPUPerRecord float64 `json:"cpu_us_per_record"`
 }
 
 // Run is one counted run.
@@ -419,10 +426,17 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 		ok = wait("warm-up", c.Warmup)
 	}
 	m.swap()
+	var io0 procIO
+	if c.BrokerPID != 0 {
+		io0, _ = readProcIO(c.BrokerPID)
+	}
+	bytes0, records0 := m.totals[0].Load(), m.records.Load()
+	ranBytes, ranRecords := bytes0, records0
 	for i := 0; ok && i < c.Runs; i++ {
 		ok = wait(fmt.Sprintf("run %d/%d", i+1, c.Runs), c.Duration)
 		if ok {
 			r := m.swap()
+			ranBytes, ranRecords = m.totals[0].Load(), m.records.Load()
 			res.Runs = append(res.Runs, r)
 			writeRunLine(progress, c.Label, i+1, c.Runs, r)
 		}
@@ -441,6 +455,14 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 	res.Median, res.Requests, res.Server = medians(res.Runs)
 	if c.BrokerPID != 0 && w.broker != nil {
 		w.broker.RSSEnd, _ = rss(c.BrokerPID)
+		if io1, err := readProcIO(c.BrokerPID); err == nil && io0.ok {
+			if b := ranBytes - bytes0; b > 0 {
+				w.broker.WritesPerByte = float64(io1.writeBytes-io0.writeBytes) / float64(b)
+			}
+			if n := ranRecords - records0; n > 0 {
+				w.broker.CPUPerRecord = (io1.cpu - io0.cpu).Seconds() * 1e6 / float64(n)
+			}
+		}
 		res.Broker = w.broker
 	}
 	if c.DiskDir != "" {

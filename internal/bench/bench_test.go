@@ -220,3 +220,34 @@ func TestMarkdownPairs(t *testing.T) {
 		}
 	}
 }
+
+// TestReadProcIO: a process's own storage writes and CPU time grow with
+// what it writes and computes.
+func TestReadProcIO(t *testing.T) {
+	before, err := readProcIO(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 4<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+	}
+	after, err := readProcIO(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := after.writeBytes - before.writeBytes; w < 4<<20 {
+		t.Errorf("write_bytes grew by %d after 4 MiB written and synced", w)
+	}
+	if after.cpu <= before.cpu {
+		t.Errorf("cpu time %v, then %v after 50 ms of spinning", before.cpu, after.cpu)
+	}
+}

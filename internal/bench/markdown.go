@@ -154,16 +154,19 @@ func writeBackendTable(w io.Writer, results []Result) {
 	fmt.Fprint(w, "### Backend requests, disk and memory\n\n")
 	fmt.Fprint(w, "Backend requests per second from the broker's own /metrics (strata_backend_requests_total) and, on s3, from MinIO's own counters; "+
 		"disk is the data directory's allocated bytes after the runs (and the settle time) over the record bytes acknowledged; "+
-		"RSS is the broker's resident memory before the topic was created and when the runs ended.\n\n")
-	fmt.Fprint(w, "| configuration | runs | records/s | produce p50 ms | produce p99 ms | puts/s | gets/s | MinIO PUT/s | MinIO GET/s | disk / records | topic create s | RSS before / end MiB |\n")
-	fmt.Fprint(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		"RSS is the broker's resident memory before the topic was created and when the runs ended; "+
+		"writes / records is what the broker process wrote to storage over the counted runs (/proc/PID/io write_bytes, fsynced or not) over the record bytes acknowledged, and CPU its user and system time per record.\n\n")
+	fmt.Fprint(w, "| configuration | runs | records/s | produce p50 ms | produce p99 ms | puts/s | gets/s | MinIO PUT/s | MinIO GET/s | disk / records | writes / records | CPU µs / record | topic create s | RSS before / end MiB |\n")
+	fmt.Fprint(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rows {
 		m, q, s, d, b := r.Median[0], r.Requests, r.Server, r.Disk, r.Broker
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", r.Config.Label, len(r.Runs), m.RecordsPerSec,
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Config.Label, len(r.Runs), m.RecordsPerSec,
 			m.Latency.P50, m.Latency.P99,
 			cell(q != nil, "%.1f", q.rate(true)), cell(q != nil, "%.1f", q.rate(false)),
 			cell(s != nil, "%.1f", s.rate(true)), cell(s != nil, "%.1f", s.rate(false)),
-			cell(d != nil, "%.2f", d.ratio()), cell(b != nil, "%.1f", b.create()),
+			cell(d != nil, "%.2f", d.ratio()),
+			cell(b != nil && b.WritesPerByte > 0, "%.2f", b.writes()), cell(b != nil && b.CPUPerRecord > 0, "%.1f", b.cpu()),
+			cell(b != nil, "%.1f", b.create()),
 			cell(b != nil, "%d / %d", b.rssMiB(false), b.rssMiB(true)))
 	}
 	fmt.Fprintln(w)
@@ -192,6 +195,20 @@ func (b *BrokerFigures) create() float64 {
 		return 0
 	}
 	return b.CreateSeconds
+}
+
+func (b *BrokerFigures) writes() float64 {
+	if b == nil {
+		return 0
+	}
+	return b.WritesPerByte
+}
+
+func (b *BrokerFigures) cpu() float64 {
+	if b == nil {
+		return 0
+	}
+	return b.CPUPerRecord
 }
 
 func (b *BrokerFigures) rssMiB(end bool) int64 {

@@ -222,6 +222,53 @@ func minioToken(accessKey, secretKey string) (string, error) {
 	return msg + "." + enc.EncodeToString(mac.Sum(nil)), nil
 }
 
+// procIO is a process's storage writes and CPU time so far (Linux).
+type procIO struct {
+	writeBytes int64
+	cpu        time.Duration
+	ok         bool
+}
+
+// readProcIO reads /proc/PID/io's write_bytes and /proc/PID/stat's utime
+// and stime (in clock ticks of 100 Hz, USER_HZ on every Linux port).
+func readProcIO(pid int) (procIO, error) {
+	var p procIO
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return p, err
+	}
+	found := false
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "write_bytes:"); ok {
+			if p.writeBytes, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
+				return p, fmt.Errorf("process %d: write_bytes: %w", pid, err)
+			}
+			found = true
+		}
+	}
+	if !found {
+		return p, fmt.Errorf("process %d: no write_bytes in /proc/%d/io", pid, pid)
+	}
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return p, err
+	}
+	// The command name (field 2) may hold spaces: fields count from its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return p, fmt.Errorf("process %d: short /proc/%d/stat", pid, pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return p, fmt.Errorf("process %d: cpu times: %w", pid, err)
+	}
+	p.cpu = time.Duration(utime+stime) * 10 * time.Millisecond
+	p.ok = true
+	return p, nil
+}
+
 // rss returns the resident bytes of process pid (VmRSS, Linux).
 func rss(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
