@@ -286,6 +286,28 @@ func TestFetchLongPollAndLimits(t *testing.T) {
 		t.Fatalf("long-poll returned without the record produced while it waited: %+v", resp)
 	}
 
+	// A long poll on partition 0 alone, woken by appends to partition 1,
+	// goes on waiting, and answers the append to partition 0.
+	only0 := make(chan *kmsg.FetchResponse, 1)
+	go func() { only0 <- fetch(60000, 1, 1<<20, 1<<20, 0) }()
+	time.Sleep(300 * time.Millisecond)
+	for range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "lp", Partition: 1, Value: []byte("elsewhere")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case resp := <-only0:
+		t.Fatalf("a long poll on partition 0 returned after appends to partition 1 only: %+v", resp)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "lp", Partition: 0, Value: []byte("here")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if resp := <-only0; len(resp.Topics[0].Partitions) != 1 || len(resp.Topics[0].Partitions[0].RecordBatches) == 0 {
+		t.Fatalf("long poll on partition 0: want its record, got %+v", resp)
+	}
+
 	// Two batches in partition 0, one in partition 1.
 	for i := 0; i < 2; i++ {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "lp", Partition: 0, Value: make([]byte, 500)}).FirstErr(); err != nil {
@@ -298,7 +320,7 @@ func TestFetchLongPollAndLimits(t *testing.T) {
 	if err := rb.ReadFrom(p0.RecordBatches); err != nil || int(rb.Length)+12 != len(p0.RecordBatches) {
 		t.Fatalf("KIP-74: want exactly the first batch of partition 0, got %d bytes (%v)", len(p0.RecordBatches), err)
 	}
-	if len(p1.RecordBatches) != 0 || p1.HighWatermark != 1 || p0.HighWatermark != 2 {
+	if len(p1.RecordBatches) != 0 || p1.HighWatermark != 4 || p0.HighWatermark != 3 {
 		t.Fatalf("KIP-74: partition 1 got %d bytes past the response limit; high watermarks %d %d", len(p1.RecordBatches), p0.HighWatermark, p1.HighWatermark)
 	}
 }

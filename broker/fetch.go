@@ -72,13 +72,21 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, resp *kmsg.Fet
 		if timer == nil {
 			timer = time.NewTimer(time.Until(deadline))
 		}
-		select {
-		case <-wake:
-		case <-timer.C:
-			_, code := f.once(resp)
-			return code
-		case <-ctx.Done(): // the connection's, so also the broker's
-			return 0
+		// Wait for an append that gives one of these partitions records
+		// (appends to others wake the poll too: ready looks, cheaply).
+		for {
+			select {
+			case <-wake:
+			case <-timer.C:
+				_, code := f.once(resp)
+				return code
+			case <-ctx.Done(): // the connection's, so also the broker's
+				return 0
+			}
+			wake = b.notify.C()
+			if f.ready() || b.closed.Load() || b.fenced.Load() {
+				break
+			}
 		}
 	}
 }
@@ -87,6 +95,9 @@ func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, resp *kmsg.Fet
 // its first listing: a topic listed twice is one topic, a partition listed
 // twice is read once.
 func uniqueFetchTopics(in []kmsg.FetchRequestTopic) []kmsg.FetchRequestTopic {
+	if len(in) == 1 && uniquePartitions(in[0].Partitions) {
+		return in // the usual request: one topic, each partition once
+	}
 	type key struct {
 		topic     string
 		partition int32
@@ -111,6 +122,30 @@ func uniqueFetchTopics(in []kmsg.FetchRequestTopic) []kmsg.FetchRequestTopic {
 		}
 	}
 	return out
+}
+
+// uniquePartitions says no partition is listed twice in ps, without a map
+// when the ids are small (a bitmap of the largest id's size).
+func uniquePartitions(ps []kmsg.FetchRequestTopicPartition) bool {
+	maxID := int32(-1)
+	for _, rp := range ps {
+		if rp.Partition < 0 {
+			return false // let the general path keep it, once
+		}
+		maxID = max(maxID, rp.Partition)
+	}
+	if int(maxID) >= 64*len(ps)+64 {
+		return false // sparse ids: the general path's map
+	}
+	seen := make([]uint64, maxID/64+1)
+	for _, rp := range ps {
+		w, bit := rp.Partition/64, uint64(1)<<(rp.Partition%64)
+		if seen[w]&bit != 0 {
+			return false
+		}
+		seen[w] |= bit
+	}
+	return true
 }
 
 // fetchState is one Fetch request being answered.
@@ -141,6 +176,7 @@ func (f *fetchState) once(resp *kmsg.FetchResponse) (int, int16) {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -159,6 +195,23 @@ func (f *fetchState) once(resp *kmsg.FetchResponse) (int, int16) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return total, failed
+}
+
+// ready says whether a pass over the partitions may answer more than the
+// last one, which had too little: some partition has records past its
+// fetch offset, or now fails. It reads nothing and allocates nothing, so
+// a long poll woken by appends to other partitions costs a look at each
+// of its partitions' high watermark, not a response built again.
+func (f *fetchState) ready() bool {
+	for _, rt := range f.topics {
+		for _, rp := range rt.Partitions {
+			_, l, code := f.b.owned(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
+			if code != 0 || l.HighWatermark() != rp.FetchOffset {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // reserve takes n bytes of the fetch memory budget for a read: waiting for
