@@ -426,17 +426,19 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 		ok = wait("warm-up", c.Warmup)
 	}
 	m.swap()
-	var io0 procIO
+	// The broker's writes and CPU over the counted runs: read as the
+	// first begins and as the last ends.
+	var io0, io1 procIO
 	if c.BrokerPID != 0 {
 		io0, _ = readProcIO(c.BrokerPID)
 	}
-	bytes0, records0 := m.totals[0].Load(), m.records.Load()
-	ranBytes, ranRecords := bytes0, records0
 	for i := 0; ok && i < c.Runs; i++ {
 		ok = wait(fmt.Sprintf("run %d/%d", i+1, c.Runs), c.Duration)
 		if ok {
 			r := m.swap()
-			ranBytes, ranRecords = m.totals[0].Load(), m.records.Load()
+			if c.BrokerPID != 0 {
+				io1, _ = readProcIO(c.BrokerPID)
+			}
 			res.Runs = append(res.Runs, r)
 			writeRunLine(progress, c.Label, i+1, c.Runs, r)
 		}
@@ -455,12 +457,16 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 	res.Median, res.Requests, res.Server = medians(res.Runs)
 	if c.BrokerPID != 0 && w.broker != nil {
 		w.broker.RSSEnd, _ = rss(c.BrokerPID)
-		if io1, err := readProcIO(c.BrokerPID); err == nil && io0.ok {
-			if b := ranBytes - bytes0; b > 0 {
-				w.broker.WritesPerByte = float64(io1.writeBytes-io0.writeBytes) / float64(b)
+		if io0.ok && io1.ok {
+			var bytes, records int64 // of the produce series, run by run
+			for _, r := range res.Runs {
+				bytes, records = bytes+r.Metrics[0].Bytes, records+r.Metrics[0].Records
 			}
-			if n := ranRecords - records0; n > 0 {
-				w.broker.CPUPerRecord = (io1.cpu - io0.cpu).Seconds() * 1e6 / float64(n)
+			if bytes > 0 {
+				w.broker.WritesPerByte = float64(io1.writeBytes-io0.writeBytes) / float64(bytes)
+			}
+			if records > 0 {
+				w.broker.CPUPerRecord = (io1.cpu - io0.cpu).Seconds() * 1e6 / float64(records)
 			}
 		}
 		res.Broker = w.broker

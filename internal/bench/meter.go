@@ -41,10 +41,8 @@ type meter struct {
 	// stats reads the target's backend request counts, server the backend
 	// server's own; nil when not counted.
 	stats, server func() (chunked.RequestStats, bool)
-	// totals are the bytes of each series over all phases; records the
-	// records of series 0.
-	totals  []atomic.Int64
-	records atomic.Int64
+	// totals are the bytes of each series over all phases.
+	totals []atomic.Int64
 }
 
 func newMeter(names []string, stats, server func() (chunked.RequestStats, bool)) *meter {
@@ -72,9 +70,6 @@ func (m *meter) newPhase() *phase {
 func (m *meter) record(i int, bytes, records int64, lat time.Duration) {
 	s := m.cur.Load().series[i]
 	m.totals[i].Add(bytes)
-	if i == 0 {
-		m.records.Add(records)
-	}
 	s.ops.Add(1)
 	s.bytes.Add(bytes)
 	s.records.Add(records)

@@ -255,8 +255,11 @@ func readProcIO(pid int) (procIO, error) {
 	}
 	// The command name (field 2) may hold spaces: fields count from its ')'.
 	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return p, fmt.Errorf("process %d: no command name in /proc/%d/stat", pid, pid)
+	}
 	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
+	if len(f) < 13 {
 		return p, fmt.Errorf("process %d: short /proc/%d/stat", pid, pid)
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
