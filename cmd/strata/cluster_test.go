@@ -589,6 +589,77 @@ func TestClusterCutOffFromEtcd(t *testing.T) {
 	g.waitFor(t, acked)
 }
 
+// TestClusterPausedController stops the controller with SIGSTOP until
+// another broker is elected and owns every partition, then resumes it
+// (SIGCONT). For a while two brokers believe they are the controller, and
+// the resumed one that it still owns its partitions, with Produce
+// requests it read before the pause still to answer. Its assignment
+// writes are conditional on the controller key it no longer holds, so it
+// writes none; its appends meet the new owners' fences, so no partition
+// is acknowledged by two brokers: every acked record is in the log once,
+// in order per partition, and the group consumes every one of them.
+func TestClusterPausedController(t *testing.T) {
+	c, cl, g, pr := loadedCluster(t, "paused", 1000)
+	ctx := context.Background()
+	ctrl := -1
+	for i := range c.procs {
+		if c.metric(i, "strata_cluster_controller") == 1 {
+			ctrl = i
+		}
+	}
+	if ctrl < 0 {
+		t.Fatal("no broker reports being the controller")
+	}
+	var others []int
+	for i := range c.procs {
+		if i != ctrl {
+			others = append(others, i)
+		}
+	}
+	proc := c.procs[ctrl].cmd.Process
+	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) }) // before the cluster's own cleanup
+	moves := c.metric(ctrl, "strata_cluster_assignments_written_total")
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	// Only the live brokers' metrics: the paused one's would not answer.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		elected := false
+		for _, i := range others {
+			elected = elected || c.metric(i, "strata_cluster_controller") == 1
+		}
+		if elected && c.ownedSum(others) == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d paused: within a minute no other controller, or the others own %d of 6 partitions", ctrl+1, c.ownedSum(others))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("controller broker %d paused: another controller elected and every partition owned by the others %s later", ctrl+1, time.Since(paused).Round(time.Millisecond))
+	if err := proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c.waitMetric(ctrl, "strata_cluster_lease_losses_total", 30*time.Second, func(v int64) bool { return v >= 1 })
+	c.waitMetric(ctrl, "strata_cluster_lease_held", 30*time.Second, func(v int64) bool { return v == 1 })
+	waitLeaders(ctx, t, cl, "paused", 3, func(ls []int32) bool { return count(ls) == 3 })
+	if v := c.metric(ctrl, "strata_cluster_controller"); v != 0 {
+		t.Fatalf("broker %d, resumed after another was elected, reports strata_cluster_controller %d", ctrl+1, v)
+	}
+	if v := c.metric(ctrl, "strata_cluster_assignments_written_total"); v != moves {
+		t.Fatalf("broker %d wrote assignments after it was deposed: strata_cluster_assignments_written_total %d, was %d", ctrl+1, v, moves)
+	}
+	t.Logf("resumed broker %d: fenced %d partitions, released %d", ctrl+1,
+		c.metric(ctrl, "strata_cluster_partition_fences_total"), c.metric(ctrl, "strata_cluster_partition_releases_total"))
+	pr.waitEveryPartition(t, 6)
+	pr.wait(t, pr.n()+1000)
+	acked := pr.finish(ctx, t, cl)
+	consumeAcked(ctx, t, c.addrs[others[0]], "paused", acked)
+	g.waitFor(t, acked)
+}
+
 // nodeOf returns the node id of the broker listening on addr.
 func nodeOf(ctx context.Context, t testing.TB, cl *kgo.Client, addr string) int32 {
 	t.Helper()
