@@ -341,15 +341,19 @@ func TestClusterProduceWaitsForOpen(t *testing.T) {
 	createTopic(t, cl, "opening", 4, nil)
 	waitSpread(t, cl, "opening", 4, 2)
 	b := brokers[0]
+	// Metadata names an owner from its assignment on, before its open is
+	// done: wait for one of broker 1's partitions to be open.
 	var p *partition
-	for i := int32(0); i < 4 && p == nil; i++ {
-		q, _ := b.catalog.partitionOf("opening", i)
-		if l, _ := q.current(); l != nil {
-			p = q
+	for deadline := time.Now().Add(10 * time.Second); p == nil; time.Sleep(10 * time.Millisecond) {
+		for i := int32(0); i < 4 && p == nil; i++ {
+			q, _ := b.catalog.partitionOf("opening", i)
+			if l, _ := q.current(); l != nil {
+				p = q
+			}
 		}
-	}
-	if p == nil {
-		t.Fatal("broker 1 has no partition of the topic open")
+		if p == nil && time.Now().After(deadline) {
+			t.Fatal("broker 1 has no partition of the topic open within 10s")
+		}
 	}
 	_ = p.closeLog()
 	direct := newClient(t, addrs[0])
