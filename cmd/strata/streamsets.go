@@ -33,6 +33,10 @@ type streamSetsConfig struct {
 	// CompactInterval starts compaction when the oldest such data is this
 	// old (default 5m).
 	CompactInterval time.Duration `yaml:"compact_interval"`
+	// CompactParallelism bounds the puts a compaction pass has in flight
+	// (default 2 on nfs, whose passes share a disk with the WAL's fsyncs;
+	// 16 elsewhere).
+	CompactParallelism int `yaml:"compact_parallelism"`
 }
 
 // merged returns c with unset fields taken from def.
@@ -62,21 +66,39 @@ func (c *streamSetsConfig) merged(def *streamSetsConfig) streamSetsConfig {
 	if c.CompactInterval != 0 {
 		out.CompactInterval = c.CompactInterval
 	}
+	if c.CompactParallelism != 0 {
+		out.CompactParallelism = c.CompactParallelism
+	}
 	return out
 }
 
 // withStreamSets wraps a driver's store in stream sets unless they are off.
 // kind is the built-in driver (empty for a plugin binary): it picks the
-// defaults of linger and flush_when_idle.
+// defaults (streamSetsOptions).
 func withStreamSets(name, kind string, st *stream.Store, c streamSetsConfig, logger *slog.Logger) (*stream.Store, error) {
 	if c.Enabled != nil && !*c.Enabled {
 		logger.Info("stream sets off", "driver", name)
 		return st, nil
 	}
+	opts := streamSetsOptions(kind, c)
+	opts.Logger = logger.With("driver", name)
+	ws, err := wal.NewStore(st, opts)
+	if err != nil {
+		return nil, fmt.Errorf("stream_sets: %w", err)
+	}
+	o := ws.Options()
+	logger.Info("stream sets on", "driver", name, "linger", o.Linger, "flush_when_idle", o.FlushWhenIdle, "compact_parallelism", o.CompactParallelism)
+	return stream.NewStore(ws), nil
+}
+
+// streamSetsOptions are the stream-set options of a driver of kind (""
+// for a plugin binary) under config c: what c sets, else the driver's
+// defaults (docs/streamsets.md, "Defaults"), else wal's.
+func streamSetsOptions(kind string, c streamSetsConfig) wal.Options {
 	opts := wal.Options{
 		Linger: c.Linger, MaxFlushBytes: c.MaxFlushBytes,
 		CompactBytes: c.CompactBytes, CompactInterval: c.CompactInterval,
-		Logger: logger.With("driver", name),
+		CompactParallelism: c.CompactParallelism,
 	}
 	billed := !fileStores[kind]
 	if opts.Linger == 0 && billed {
@@ -86,13 +108,16 @@ func withStreamSets(name, kind string, st *stream.Store, c streamSetsConfig, log
 	if c.FlushWhenIdle != nil {
 		opts.FlushWhenIdle = *c.FlushWhenIdle
 	}
-	ws, err := wal.NewStore(st, opts)
-	if err != nil {
-		return nil, fmt.Errorf("stream_sets: %w", err)
+	if opts.CompactParallelism == 0 && kind == "nfs" {
+		opts.CompactParallelism = diskCompactParallelism
 	}
-	logger.Info("stream sets on", "driver", name, "linger", ws.Options().Linger, "flush_when_idle", opts.FlushWhenIdle)
-	return stream.NewStore(ws), nil
+	return opts
 }
+
+// diskCompactParallelism is nfs's default CompactParallelism: a pass's
+// puts add at most two to the disk queue a WAL put's fsync waits in
+// (docs/streamsets.md, "Defaults").
+const diskCompactParallelism = 2
 
 // fileStores are the built-in drivers on file systems, where a put costs
 // time, not money: their stream sets flush a batch as soon as the WAL is

@@ -345,3 +345,27 @@ func takeOverAll(names []string, of func(i int) *Store) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// TestNegativeOptionsRefused checks that NewStore names a negative option
+// and makes no store of it.
+func TestNegativeOptionsRefused(t *testing.T) {
+	base := memory.New(memory.Config{})
+	defer base.Close()
+	for name, o := range map[string]Options{
+		"MaxFlushBytes":      {MaxFlushBytes: -1},
+		"MaxInflightFlushes": {MaxInflightFlushes: -1},
+		"CompactBytes":       {CompactBytes: -1},
+		"CompactInterval":    {CompactInterval: -1},
+		"CompactParallelism": {CompactParallelism: -1},
+	} {
+		s, err := NewStore(stream.NewStore(keepBase{base.Driver()}), o)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s -1: no error", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("%s -1: %v, which does not name it", name, err)
+		}
+	}
+}

@@ -12,10 +12,6 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// passParallelism bounds the streams one compaction pass works on at once:
-// a pass's puts compete with the WAL's for the backend, so it goes slowly.
-const passParallelism = 4
-
 // passPlan is what a background compaction pass copies. Every stream
 // costs the same two puts per pass (its V.data append and its record)
 // whatever its tail holds, so a pass copies the streams worth copying:
@@ -28,6 +24,7 @@ type passPlan struct {
 	minTail int64 // a tail of at least this many bytes is copied
 	aged    time.Time
 	maxPin  int64 // a tail pinning more WAL bytes than this is copied
+	behind  bool  // the tails hold twice CompactBytes: copy faster
 }
 
 // take says whether the plan copies a stream's tail of n bytes whose
@@ -67,6 +64,7 @@ func (s *Store) due() (passPlan, bool) {
 	if bytes >= s.opts.CompactBytes {
 		plan.minTail = max(1, bytes/tails/4)
 	}
+	plan.behind = bytes >= 2*s.opts.CompactBytes
 	return plan, aged || bytes >= s.opts.CompactBytes
 }
 
@@ -87,9 +85,18 @@ func (s *Store) pass(ctx context.Context, plan passPlan) error {
 	if w != nil {
 		ackedAtStart = w.ackedEnd()
 	}
+	// A pass has up to CompactParallelism V.data appends in flight, of as
+	// many streams at most; one that finds compaction behind (twice
+	// CompactBytes not yet copied) takes at least the default, so that
+	// the tails in memory stay bounded whatever the setting.
+	k := s.opts.CompactParallelism
+	if plan.behind {
+		k = max(k, DefaultCompactParallelism)
+	}
 	var (
 		wg    sync.WaitGroup
-		sem   = make(chan struct{}, passParallelism)
+		sem   = make(chan struct{}, k)
+		slots = make(appendSlots, k)
 		errMu sync.Mutex
 		first error
 	)
@@ -116,7 +123,7 @@ func (s *Store) pass(ctx context.Context, plan passPlan) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			h.opMu.Lock()
-			err := h.compact(ctx, kindCompact)
+			err := h.compact(ctx, kindCompact, slots)
 			h.opMu.Unlock()
 			if err != nil && !errors.Is(err, stream.ErrFenced) && !errors.Is(err, stream.ErrClosed) {
 				errMu.Lock()
@@ -160,7 +167,7 @@ func (c *claim) detachTail() {
 // close), a park record when nothing of the stream is in flight, or a
 // record moving the claim's WAL offset past what was copied. Called with
 // opMu held.
-func (h *vstream) compact(ctx context.Context, kind byte) error {
+func (h *vstream) compact(ctx context.Context, kind byte, slots appendSlots) error {
 	h.mu.Lock()
 	c := h.cl
 	if h.state != live {
@@ -176,7 +183,7 @@ func (h *vstream) compact(ctx context.Context, kind byte) error {
 	if err := h.refreshData(ctx); err != nil {
 		return err
 	}
-	if err := h.copyTail(ctx, tail); err != nil {
+	if err := h.copyTail(ctx, tail, slots); err != nil {
 		return err
 	}
 	h.mu.Lock()

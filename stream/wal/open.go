@@ -149,7 +149,7 @@ func (h *vstream) takeOver(ctx context.Context, rec record, claim bool) error {
 	if h.s.opts.broken.noCopy {
 		return h.keepTail(entries)
 	}
-	if err := h.copyTail(ctx, entries); err != nil {
+	if err := h.copyTail(ctx, entries, nil); err != nil {
 		return err
 	}
 	// A settling session that acknowledged more than V.data and the
@@ -167,7 +167,7 @@ func (h *vstream) takeOver(ctx context.Context, rec record, claim bool) error {
 		if err := h.refreshData(ctx); err != nil {
 			return err
 		}
-		if err := h.copyTail(ctx, entries); err != nil {
+		if err := h.copyTail(ctx, entries, nil); err != nil {
 			return err
 		}
 		h.mu.Lock()
@@ -267,7 +267,7 @@ func (h *vstream) refreshData(ctx context.Context) error {
 // entries below its end are skipped, the first gap or overlap ends the
 // tail), with the same offsets, and waits for their acks (W3b). Called
 // with opMu held.
-func (h *vstream) copyTail(ctx context.Context, entries []tailEntry) error {
+func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appendSlots) error {
 	h.mu.Lock()
 	d, data := h.dataNext, h.data
 	h.mu.Unlock()
@@ -280,16 +280,31 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry) error {
 		return err
 	}
 	futs := make([]*stream.AppendFuture, len(runs))
-	for i, run := range runs {
-		futs[i] = data.Append(ctx, encodeRun(h.inc, run))
-	}
+	issued := 0
 	next := d
-	for i, f := range futs {
-		r, err := f.Wait(ctx)
+	for i := range runs {
+		// Issue while a slot is free; the first of none outstanding waits
+		// for one (appends outstanding free theirs as this loop waits).
+		for issued < len(runs) && slots.take(ctx, issued == i) {
+			futs[issued] = data.Append(ctx, encodeRun(h.inc, runs[issued]))
+			issued++
+		}
+		if issued == i { // ctx is done; V.data holds what was waited for
+			h.mu.Lock()
+			h.dataNext = next
+			h.mu.Unlock()
+			return ctx.Err()
+		}
+		r, err := futs[i].Wait(ctx)
+		slots.give()
 		if err == nil && r.BaseOffset != runs[i][0].base {
 			err = fmt.Errorf("%w: stream %q: its data stream put the batch of %d at %d", stream.ErrCorrupt, h.name, runs[i][0].base, r.BaseOffset)
 		}
 		if err != nil {
+			for _, f := range futs[i+1 : issued] {
+				f.Wait(ctx) // their slots are the pass's
+				slots.give()
+			}
 			h.mu.Lock()
 			h.dataSuspect = true
 			h.dataNext = next
@@ -305,6 +320,39 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry) error {
 	h.dataNext = next
 	h.mu.Unlock()
 	return nil
+}
+
+// appendSlots bound the V.data appends of a compaction pass in flight at
+// once, over all its streams (CompactParallelism); nil: no bound.
+type appendSlots chan struct{}
+
+// take takes a slot: waiting for one (or ctx) if wait, else only if one is
+// free at once.
+func (a appendSlots) take(ctx context.Context, wait bool) bool {
+	if a == nil {
+		return true
+	}
+	if !wait {
+		select {
+		case a <- struct{}{}:
+			return true
+		default:
+			return false
+		}
+	}
+	select {
+	case a <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// give returns a slot taken.
+func (a appendSlots) give() {
+	if a != nil {
+		<-a
+	}
 }
 
 // maxRunBytes bounds a V.data run: consecutive virtual batches copied as

@@ -39,6 +39,16 @@ type Options struct {
 	// CompactInterval starts a compaction pass when the oldest
 	// uncompacted batch is this old (default DefaultCompactInterval).
 	CompactInterval time.Duration
+	// CompactParallelism bounds the V.data appends (puts of copied
+	// tails) a compaction pass has in flight at once, over all the
+	// streams it copies, and the streams it copies at once (default
+	// DefaultCompactParallelism). A pass's puts compete with the WAL's for
+	// the backend: on one disk each put in flight lengthens the queue a
+	// WAL put's fsync waits in, so fewer make the appends' tail latency
+	// lower, at the cost of a longer pass. A pass that finds twice
+	// CompactBytes not yet copied (compaction falling behind) takes at
+	// least the default.
+	CompactParallelism int
 	// SweepInterval is how often the store looks for the WALs of dead
 	// sessions that no stream points into any more, and deletes them
 	// (default DefaultSweepInterval; negative: never).
@@ -73,6 +83,7 @@ const (
 	DefaultMaxInflightFlushes = 4
 	DefaultCompactBytes       = 128 << 20
 	DefaultCompactInterval    = 5 * time.Minute
+	DefaultCompactParallelism = 16
 	DefaultSweepInterval      = 10 * time.Minute
 	DefaultPrefix             = "_wal"
 )
@@ -99,6 +110,9 @@ func (o Options) withDefaults(baseMaxBatch int) (Options, error) {
 	if o.CompactInterval == 0 {
 		o.CompactInterval = DefaultCompactInterval
 	}
+	if o.CompactParallelism == 0 {
+		o.CompactParallelism = DefaultCompactParallelism
+	}
 	if o.SweepInterval == 0 {
 		o.SweepInterval = DefaultSweepInterval
 	}
@@ -117,6 +131,8 @@ func (o Options) withDefaults(baseMaxBatch int) (Options, error) {
 		return o, fmt.Errorf("wal: CompactBytes %d is negative", o.CompactBytes)
 	case o.CompactInterval < 0:
 		return o, fmt.Errorf("wal: CompactInterval %v is negative", o.CompactInterval)
+	case o.CompactParallelism < 0:
+		return o, fmt.Errorf("wal: CompactParallelism %d is negative", o.CompactParallelism)
 	}
 	return o, nil
 }

@@ -713,7 +713,7 @@ func (h *vstream) Close() error {
 		_ = h.settle(ctx) // appends taken back from an ended WAL complete first
 		h.waitSettled()
 	}
-	if err := h.compact(ctx, kindClose); err != nil {
+	if err := h.compact(ctx, kindClose, nil); err != nil {
 		h.s.log.Debug("wal: closing: the tail stays in the WAL for the next owner", "stream", h.name, "err", err)
 	}
 	cancel()
