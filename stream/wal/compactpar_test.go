@@ -52,20 +52,23 @@ func (s *slowDataStream) Append(ctx context.Context, batch stream.Batch) *stream
 
 // TestCompactParallelismBoundsCopies checks that a compaction pass has at
 // most CompactParallelism data-stream appends in flight, over all the
-// streams it copies, that it copies every tail whole, and (the check's
-// own check) that a larger setting does put more in flight.
+// streams it copies, that it copies every tail whole, that a pass finding
+// compaction behind takes at least the default, and (the check's own
+// check) that a larger setting does put more in flight.
 func TestCompactParallelismBoundsCopies(t *testing.T) {
 	const streams, perStream = 6, 5 // each tail: 5 runs of about 1 MiB
 	for _, tc := range []struct {
 		par      int
+		behind   bool // a background pass that finds compaction behind
 		atMost   int64
 		atLeast  int64
 		describe string
 	}{
 		{par: 2, atMost: 2, atLeast: 1, describe: "bounded"},
 		{par: 16, atMost: 16, atLeast: 3, describe: "unbounded enough to show the bound"},
+		{par: 1, behind: true, atMost: DefaultCompactParallelism, atLeast: 3, describe: "behind: at least the default"},
 	} {
-		t.Run(fmt.Sprint(tc.par), func(t *testing.T) {
+		t.Run(fmt.Sprint(tc.par, "-behind-", tc.behind), func(t *testing.T) {
 			ctx := context.Background()
 			mem := memory.New(memory.Config{})
 			defer mem.Close()
@@ -89,7 +92,14 @@ func TestCompactParallelismBoundsCopies(t *testing.T) {
 				}
 			}
 			base.most.Store(0)
-			if err := s.Compact(ctx); err != nil {
+			// The tails (30 MiB) are under CompactBytes: no background pass
+			// runs; this one is what a pass due and behind would be.
+			if tc.behind {
+				err = s.pass(ctx, passPlan{all: true, behind: true})
+			} else {
+				err = s.Compact(ctx)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("CompactParallelism %d: at most %d data appends in flight", tc.par, base.most.Load())
