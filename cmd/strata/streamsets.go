@@ -35,7 +35,7 @@ type streamSetsConfig struct {
 	CompactInterval time.Duration `yaml:"compact_interval"`
 	// CompactParallelism bounds the puts a compaction pass has in flight
 	// (default 2 on nfs, whose passes share a disk with the WAL's fsyncs;
-	// 16 elsewhere).
+	// 4 elsewhere).
 	CompactParallelism int `yaml:"compact_parallelism"`
 }
 

@@ -87,11 +87,11 @@ func (s *Store) pass(ctx context.Context, plan passPlan) error {
 	}
 	// A pass has up to CompactParallelism V.data appends in flight, of as
 	// many streams at most; one that finds compaction behind (twice
-	// CompactBytes not yet copied) takes at least the default, so that
-	// the tails in memory stay bounded whatever the setting.
+	// CompactBytes not yet copied) takes at least BehindCompactParallelism,
+	// so that the tails in memory stay bounded whatever the setting.
 	k := s.opts.CompactParallelism
 	if plan.behind {
-		k = max(k, DefaultCompactParallelism)
+		k = max(k, BehindCompactParallelism)
 	}
 	var (
 		wg    sync.WaitGroup

@@ -53,8 +53,8 @@ func (s *slowDataStream) Append(ctx context.Context, batch stream.Batch) *stream
 // TestCompactParallelismBoundsCopies checks that a compaction pass has at
 // most CompactParallelism data-stream appends in flight, over all the
 // streams it copies, that it copies every tail whole, that a pass finding
-// compaction behind takes at least the default, and (the check's own
-// check) that a larger setting does put more in flight.
+// compaction behind takes at least BehindCompactParallelism, and (the
+// check's own check) that a larger setting does put more in flight.
 func TestCompactParallelismBoundsCopies(t *testing.T) {
 	const streams, perStream = 6, 5 // each tail: 5 runs of about 1 MiB
 	for _, tc := range []struct {
@@ -66,7 +66,7 @@ func TestCompactParallelismBoundsCopies(t *testing.T) {
 	}{
 		{par: 2, atMost: 2, atLeast: 1, describe: "bounded"},
 		{par: 16, atMost: 16, atLeast: 3, describe: "unbounded enough to show the bound"},
-		{par: 1, behind: true, atMost: DefaultCompactParallelism, atLeast: 3, describe: "behind: at least the default"},
+		{par: 1, behind: true, atMost: BehindCompactParallelism, atLeast: 3, describe: "behind: at least BehindCompactParallelism"},
 	} {
 		t.Run(fmt.Sprint(tc.par, "-behind-", tc.behind), func(t *testing.T) {
 			ctx := context.Background()

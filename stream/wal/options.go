@@ -47,7 +47,7 @@ type Options struct {
 	// WAL put's fsync waits in, so fewer make the appends' tail latency
 	// lower, at the cost of a longer pass. A pass that finds twice
 	// CompactBytes not yet copied (compaction falling behind) takes at
-	// least the default.
+	// least BehindCompactParallelism.
 	CompactParallelism int
 	// SweepInterval is how often the store looks for the WALs of dead
 	// sessions that no stream points into any more, and deletes them
@@ -83,7 +83,8 @@ const (
 	DefaultMaxInflightFlushes = 4
 	DefaultCompactBytes       = 128 << 20
 	DefaultCompactInterval    = 5 * time.Minute
-	DefaultCompactParallelism = 16
+	DefaultCompactParallelism = 4
+	BehindCompactParallelism  = 16
 	DefaultSweepInterval      = 10 * time.Minute
 	DefaultPrefix             = "_wal"
 )
