@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -14,10 +15,13 @@ import (
 )
 
 // slowDataBase acknowledges every append to a data stream (V.data) late
-// and records the most it saw in flight at once.
+// and records the most it saw in flight at once. With failAt n, the n-th
+// data append (from 1) lands but is reported ErrUnavailable: an outcome
+// the writer cannot know.
 type slowDataBase struct {
 	stream.DriverStore
-	inflight, most atomic.Int64
+	inflight, most, appends atomic.Int64
+	failAt                  int64
 }
 
 func (b *slowDataBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
@@ -37,6 +41,7 @@ type slowDataStream struct {
 
 func (s *slowDataStream) Append(ctx context.Context, batch stream.Batch) *stream.AppendFuture {
 	n := s.b.inflight.Add(1)
+	fail := s.b.appends.Add(1) == s.b.failAt
 	for m := s.b.most.Load(); n > m && !s.b.most.CompareAndSwap(m, n); m = s.b.most.Load() {
 	}
 	inner := s.DriverStream.Append(ctx, batch) // in call order, as the contract wants
@@ -45,6 +50,9 @@ func (s *slowDataStream) Append(ctx context.Context, batch stream.Batch) *stream
 		r, err := inner.Wait(ctx)
 		time.Sleep(5 * time.Millisecond) // a slow put: acknowledged late
 		s.b.inflight.Add(-1)
+		if fail && err == nil {
+			r, err = stream.AppendResult{}, fmt.Errorf("%w: injected: the put's outcome is unknown", stream.ErrUnavailable)
+		}
 		done(r, err)
 	}()
 	return f
@@ -123,5 +131,121 @@ func TestCompactParallelismBoundsCopies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCompactCopyFailureReturnsSlots checks a copy whose V.data append
+// fails while later ones of the same tail are in flight: the copy waits
+// for those, returns every slot it took (a pass's others would otherwise
+// wait for ever), and the next pass finds V.data's real end (the failed
+// append landed) and finishes the copy, every batch once at its offset.
+func TestCompactCopyFailureReturnsSlots(t *testing.T) {
+	const runs = 6
+	ctx := context.Background()
+	mem := memory.New(memory.Config{})
+	defer mem.Close()
+	base := &slowDataBase{DriverStore: mem.Driver(), failAt: 2}
+	s, err := NewStore(stream.NewStore(base), Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	payload := func(j int) []byte { return bytes.Repeat([]byte{byte(j)}, maxRunBytes-4096) }
+	st, err := s.Open(ctx, "s", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for j := range runs {
+		if _, err := stream.Append(ctx, st, stream.Batch{Count: 1, Payload: payload(j)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	h := s.handles["s"]
+	s.mu.Unlock()
+	slots := make(appendSlots, 4)
+	h.opMu.Lock()
+	err = h.compact(ctx, kindCompact, slots)
+	h.opMu.Unlock()
+	if !errors.Is(err, stream.ErrUnavailable) {
+		t.Fatalf("copy with its second V.data append failing: %v; want ErrUnavailable", err)
+	}
+	if base.most.Load() < 2 {
+		t.Fatalf("at most %d V.data appends in flight: the failure met none outstanding", base.most.Load())
+	}
+	if n := len(slots); n != 0 {
+		t.Fatalf("%d of 4 slots still taken after the failed copy returned", n)
+	}
+	if err := s.Compact(ctx); err != nil {
+		t.Fatalf("the pass after the failure: %v", err)
+	}
+	ro, err := s.Open(ctx, "s", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := ro.Fetch(ctx, 0, stream.NoEnd, 0)
+	ro.Close()
+	if err != nil || len(bs) != runs {
+		t.Fatalf("after the failed and the next pass: %d batches, %v; want %d", len(bs), err, runs)
+	}
+	for j, b := range bs {
+		if b.BaseOffset != int64(j) || !bytes.Equal(b.Payload, payload(j)) {
+			t.Fatalf("batch %d: offset %d, bytes equal %v", j, b.BaseOffset, bytes.Equal(b.Payload, payload(j)))
+		}
+	}
+	data, err := mem.Driver().Open(ctx, dataName("s"), stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer data.Close()
+	if next := data.NextOffset(); next != runs {
+		t.Fatalf("V.data ends at %d; want %d (each batch once)", next, runs)
+	}
+}
+
+// TestDuePlan checks when a background pass is due and what it takes:
+// nothing below CompactBytes while every tail is young; at CompactBytes a
+// pass taking the tails of at least a quarter of the average; at twice
+// CompactBytes one that copies with BehindCompactParallelism; an old tail
+// makes a pass due on its own, which takes the tails older than half of
+// CompactInterval and leaves a young small one.
+func TestDuePlan(t *testing.T) {
+	now := time.Now()
+	store := func(tails ...int) *Store {
+		s := &Store{opts: Options{CompactBytes: 1000, CompactInterval: time.Minute}, handles: map[string]*vstream{}}
+		for i, n := range tails {
+			s.handles[fmt.Sprint("s", i)] = &vstream{cl: &claim{tail: make([]tailEntry, 1), tailBytes: n, oldest: now}}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name        string
+		tails       []int
+		due, behind bool
+		minTail     int64
+	}{
+		{name: "under CompactBytes", tails: []int{300, 300, 399}},
+		{name: "at CompactBytes", tails: []int{500, 300, 200}, due: true, minTail: 1000 / 3 / 4},
+		{name: "one below twice CompactBytes", tails: []int{1000, 999}, due: true, minTail: 1999 / 2 / 4},
+		{name: "twice CompactBytes", tails: []int{1000, 600, 400}, due: true, behind: true, minTail: 2000 / 3 / 4},
+	} {
+		plan, due := store(tc.tails...).due()
+		if due != tc.due || plan.behind != tc.behind || (tc.due && plan.minTail != tc.minTail) {
+			t.Errorf("%s %v: due %v, behind %v, minTail %d; want %v, %v, %d", tc.name, tc.tails, due, plan.behind, plan.minTail, tc.due, tc.behind, tc.minTail)
+		}
+	}
+	s := store(10, 20)
+	s.handles["s0"].cl.oldest = now.Add(-61 * time.Second)
+	plan, due := s.due()
+	if !due || plan.behind {
+		t.Fatalf("a tail older than CompactInterval: due %v, behind %v; want a pass, not behind", due, plan.behind)
+	}
+	if !plan.take(10, now.Add(-61*time.Second), 0) || !plan.take(10, now.Add(-31*time.Second), 0) || plan.take(20, now, 0) {
+		t.Fatalf("aged pass: takes %v (61 s), %v (31 s), %v (young, small); want true, true, false",
+			plan.take(10, now.Add(-61*time.Second), 0), plan.take(10, now.Add(-31*time.Second), 0), plan.take(20, now, 0))
+	}
+	if !plan.take(20, now, plan.maxPin+1) {
+		t.Fatal("aged pass: a young tail pinning more than half CompactBytes of WAL is left")
 	}
 }
