@@ -67,6 +67,8 @@ type Options struct {
 
 // brokenRules name the rules a test may switch off.
 type brokenRules struct {
+	noClaim      bool // W2 off: a stream appends to the WAL with no record naming it
+	noCloseCopy  bool // W5 off: close writes its record naming no WAL without copying the tail
 	noFenceWAL   bool // W3a off: a takeover reads the named WAL without fencing it
 	noDataFence  bool // W3a/W8 off: V.data's NextOffset is read without a fencing reopen
 	noCopy       bool // W3b off: a takeover keeps the inherited tail in the old WAL

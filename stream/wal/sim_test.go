@@ -62,6 +62,8 @@ var simRules = []struct {
 	name   string
 	broken brokenRules
 }{
+	{"noClaim", brokenRules{noClaim: true}},
+	{"noCloseCopy", brokenRules{noCloseCopy: true}},
 	{"noFenceWAL", brokenRules{noFenceWAL: true}},
 	{"noDataFence", brokenRules{noDataFence: true}},
 	{"noCopy", brokenRules{noCopy: true}},

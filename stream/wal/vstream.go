@@ -497,7 +497,9 @@ func (h *vstream) claimWAL(ctx context.Context) error {
 	h.s.mu.Unlock()
 	rec := h.recordLocked(kindClaim)
 	rec.claim, rec.wal, rec.from = c.id, w.name, c.from
-	if err := h.writeRecord(ctx, rec); err != nil {
+	if h.s.opts.broken.noClaim {
+		rec.kind = 0 // no record: appends go into a WAL nothing names yet
+	} else if err := h.writeRecord(ctx, rec); err != nil {
 		h.mu.Lock()
 		if h.state == live {
 			h.state, h.why = broken, err
@@ -713,7 +715,9 @@ func (h *vstream) Close() error {
 		_ = h.settle(ctx) // appends taken back from an ended WAL complete first
 		h.waitSettled()
 	}
-	if err := h.compact(ctx, kindClose, nil); err != nil {
+	if h.s.opts.broken.noCloseCopy {
+		_ = h.writeRecord(ctx, h.recordLocked(kindClose)) // the tail is not copied
+	} else if err := h.compact(ctx, kindClose, nil); err != nil {
 		h.s.log.Debug("wal: closing: the tail stays in the WAL for the next owner", "stream", h.name, "err", err)
 	}
 	cancel()
