@@ -497,9 +497,10 @@ func (h *vstream) claimWAL(ctx context.Context) error {
 	h.s.mu.Unlock()
 	rec := h.recordLocked(kindClaim)
 	rec.claim, rec.wal, rec.from = c.id, w.name, c.from
-	if h.s.opts.broken.noClaim {
-		rec.kind = 0 // no record: appends go into a WAL nothing names yet
-	} else if err := h.writeRecord(ctx, rec); err != nil {
+	if !h.s.opts.broken.noClaim { // W2 off: appends go into a WAL nothing names yet
+		err = h.writeRecord(ctx, rec)
+	}
+	if err != nil {
 		h.mu.Lock()
 		if h.state == live {
 			h.state, h.why = broken, err
