@@ -40,6 +40,7 @@ answers() {
 start_azurite() {
   local port; port=$(cat "$PORTFILE")
   mkdir -p "$DATA"
+  wait_port_free "$port"
   # --silent: no access log; --debug would log every request. stdout/stderr
   # (startup lines, errors) go to LOGFILE.
   setsid "$AZURITE_BIN" --blobHost 127.0.0.1 --blobPort "$port" \

@@ -100,6 +100,8 @@ start_member() {
   pid_alive "$pidfile" && return 0
   local cluster_state=new
   [ -d "$state/$name.etcd/member" ] && cluster_state=existing
+  wait_port_free "$client_port"
+  wait_port_free "$peer_port"
   log "starting etcd member $name on 127.0.0.1:$client_port (peer $peer_port, log $state/$name.log)"
   setsid "$bin" --name "$name" --data-dir "$state/$name.etcd" \
     --listen-client-urls "http://127.0.0.1:$client_port" \

@@ -140,6 +140,8 @@ start() {
     return 0
   fi
   rm -f "$portfile" "$control/command" "$control/done"
+  wait_port_free "$HDFS_PORT"
+  [ -z "${HDFS_DATANODE_PORT:-}" ] || wait_port_free "$HDFS_DATANODE_PORT"
   log "starting HDFS (MiniDFSCluster) on 127.0.0.1:$HDFS_PORT ($HDFS_FORMAT; base $state/base, log $logfile)"
   local datanode=()
   if [ -n "${HDFS_DATANODE_PORT:-}" ]; then

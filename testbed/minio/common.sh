@@ -68,6 +68,8 @@ start() {
     wait_until 60 ready || die "MinIO (pid $(cat "$pidfile")) is running but not ready; see $state/minio.log"
     return 0
   fi
+  wait_port_free "$MINIO_PORT"
+  wait_port_free "$MINIO_CONSOLE_PORT"
   log "starting MinIO on 127.0.0.1:$MINIO_PORT (data $state/data, log $state/minio.log)"
   MINIO_ROOT_USER=$MINIO_USER MINIO_ROOT_PASSWORD=$MINIO_PASS MINIO_BROWSER=off MINIO_UPDATE=off \
     setsid "$bin" server "$state/data" --quiet \
