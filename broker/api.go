@@ -61,7 +61,7 @@ func (b *Broker) dispatch(cc *conn, p *pending, req kmsg.Request, resp kmsg.Resp
 		case *kmsg.MetadataRequest:
 			b.metadata(r, resp.(*kmsg.MetadataResponse))
 		case *kmsg.FetchRequest:
-			code = b.fetch(cc.ctx, r, resp.(*kmsg.FetchResponse), p)
+			code = b.fetch(cc, r, resp.(*kmsg.FetchResponse), p)
 		case *kmsg.ListOffsetsRequest:
 			b.listOffsets(r, resp.(*kmsg.ListOffsetsResponse))
 		case *kmsg.CreateTopicsRequest:

@@ -77,6 +77,11 @@ type Config struct {
 	// fetch over it returns what fits, or waits for room when it holds
 	// nothing yet. Default 256 MiB.
 	FetchMemoryBytes int
+	// MaxFetchSessions bounds the incremental fetch sessions (KIP-227) the
+	// broker keeps across connections (Kafka's
+	// max.incremental.fetch.session.cache.slots); a fetch over it is
+	// answered without a session. Default 1000; negative: no sessions.
+	MaxFetchSessions int
 	// MaxPartitionsPerTopic caps a topic's partition count at
 	// CreateTopics, CreatePartitions and auto-creation (INVALID_PARTITIONS
 	// over it). Default 10000.
@@ -150,6 +155,11 @@ type Broker struct {
 
 	// fetchMem holds the record bytes of Fetch responses in memory.
 	fetchMem *byteBudget
+	// fetchSessions counts the incremental fetch sessions of all
+	// connections (fetchsession.go).
+	fetchSessions atomic.Int64
+	// sessionPartitions counts the partitions of all fetch sessions.
+	sessionPartitions atomic.Int64
 
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -197,6 +207,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	orDefault(&cfg.RequestTimeout, 60*time.Second)
 	orDefault(&cfg.FetchMaxBytes, 55<<20)
 	orDefault(&cfg.FetchMemoryBytes, 256<<20)
+	if cfg.MaxFetchSessions == 0 {
+		cfg.MaxFetchSessions = 1000
+	}
 	orDefault(&cfg.MaxPartitionsPerTopic, 10000)
 	orDefault(&cfg.MaxPartitions, 50000)
 	if cfg.DefaultPartitions <= 0 {

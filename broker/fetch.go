@@ -47,9 +47,54 @@ func (b *Broker) owned(topicName string, partition, leaderEpoch int32) (*partiti
 // (the first batch whole, as KIP-74 wants), a partition listed more than
 // once is answered once, and the records it holds count against the
 // broker's FetchMemoryBytes until p is written.
-func (b *Broker) fetch(ctx context.Context, r *kmsg.FetchRequest, resp *kmsg.FetchResponse, p *pending) int16 {
+//
+// From v7 a request may open, use or close an incremental fetch session
+// (fetchsession.go).
+func (b *Broker) fetch(cc *conn, r *kmsg.FetchRequest, resp *kmsg.FetchResponse, p *pending) int16 {
+	f := &fetchState{b: b, maxBytes: b.cfg.FetchMaxBytes, iso: sharedlog.Isolation(r.IsolationLevel)}
+	if r.Version < 7 || r.SessionEpoch < 0 {
+		if r.Version >= 7 && r.SessionID != 0 {
+			b.closeSession(cc, r.SessionID) // epoch -1: the client ends it
+		}
+		f.topics = uniqueFetchTopics(r.Topics)
+		return b.longPoll(cc.ctx, f, r, resp, p)
+	}
+	if r.SessionEpoch == 0 { // a full fetch that opens a session
+		if r.SessionID != 0 {
+			b.closeSession(cc, r.SessionID)
+		}
+		f.topics = uniqueFetchTopics(r.Topics)
+		s := b.newSession(cc, f.topics)
+		if s == nil {
+			return b.longPoll(cc.ctx, f, r, resp, p)
+		}
+		defer s.mu.Unlock()
+		code := b.longPoll(cc.ctx, f, r, resp, p)
+		resp.SessionID = s.id
+		s.sent(resp)
+		return code
+	}
+	s, code := cc.session(r.SessionID, r.SessionEpoch)
+	if code != 0 {
+		resp.ErrorCode = code
+		return code
+	}
+	defer s.mu.Unlock()
+	if !b.update(s, r) {
+		b.endSession(cc, s)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp.ErrorCode
+	}
+	f.topics, f.session = s.topics()
+	code = b.longPoll(cc.ctx, f, r, resp, p)
+	resp.SessionID = s.id
+	s.sent(resp)
+	return code
+}
+
+// longPoll answers f's partitions into resp, waiting as fetch says.
+func (b *Broker) longPoll(ctx context.Context, f *fetchState, r *kmsg.FetchRequest, resp *kmsg.FetchResponse, p *pending) int16 {
 	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
-	f := &fetchState{b: b, topics: uniqueFetchTopics(r.Topics), maxBytes: b.cfg.FetchMaxBytes, iso: sharedlog.Isolation(r.IsolationLevel)}
 	if r.Version >= 3 && r.MaxBytes > 0 {
 		f.maxBytes = min(f.maxBytes, int(r.MaxBytes))
 	}
@@ -150,9 +195,13 @@ func uniquePartitions(ps []kmsg.FetchRequestTopicPartition) bool {
 
 // fetchState is one Fetch request being answered.
 type fetchState struct {
-	b        *Broker
-	ctx      context.Context // the connection's, until the fetch's deadline
-	topics   []kmsg.FetchRequestTopic
+	b      *Broker
+	ctx    context.Context // the connection's, until the fetch's deadline
+	topics []kmsg.FetchRequestTopic
+	// session, for an incremental fetch, holds the session partition of
+	// each of topics' partitions: the response leaves out those with
+	// nothing new (nil: a full fetch answers every partition).
+	session  [][]*sessionPartition
 	maxBytes int
 	iso      sharedlog.Isolation
 	// held is the bytes of the response's records taken from the broker's
@@ -172,12 +221,14 @@ func (f *fetchState) once(resp *kmsg.FetchResponse) (int, int16) {
 	f.release()
 	resp.Topics = resp.Topics[:0]
 	total, failed := 0, int16(0)
-	for _, rt := range f.topics {
+	for ti, rt := range f.topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
-		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
-		for _, rp := range rt.Partitions {
+		if f.session == nil {
+			st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
+		}
+		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
@@ -190,7 +241,13 @@ func (f *fetchState) once(resp *kmsg.FetchResponse) (int, int16) {
 				}
 			}
 			total += len(sp.RecordBatches)
+			if f.session != nil && !mustAnswer(f.session[ti][pi], &sp) {
+				continue
+			}
 			st.Partitions = append(st.Partitions, sp)
+		}
+		if f.session != nil && len(st.Partitions) == 0 {
+			continue
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

@@ -157,6 +157,8 @@ type conn struct {
 	// is 0 and lastWrite is older than IdleTimeout.
 	busy      atomic.Int32
 	lastWrite atomic.Int64
+	// sessions are the connection's incremental fetch sessions.
+	sessions connSessions
 }
 
 // maxInflightPerConn bounds the requests of one connection being handled
@@ -171,6 +173,7 @@ func (b *Broker) serveConn(nc net.Conn, sl *SecureListener) {
 	cc := &conn{b: b, c: nc, remote: nc.RemoteAddr().String(), ctx: ctx, listener: sl, principal: anonymous}
 	cc.r = bufio.NewReaderSize(nc, 64<<10)
 	cc.lastWrite.Store(time.Now().UnixNano())
+	defer b.closeSessions(cc)
 	var err error
 	if sl != nil {
 		err = cc.secure(sl)

@@ -71,6 +71,9 @@ type serveConfig struct {
 	// FetchMemoryBytes bounds the records of Fetch responses held at once
 	// across connections (default 256 MiB).
 	FetchMemoryBytes int `yaml:"fetch_memory_bytes"`
+	// MaxFetchSessions bounds the incremental fetch sessions (KIP-227)
+	// kept across connections (default 1000; -1: none).
+	MaxFetchSessions int `yaml:"max_fetch_sessions"`
 	// MaxPartitionsPerTopic caps a topic's partitions (default 10000).
 	MaxPartitionsPerTopic int32 `yaml:"max_partitions_per_topic"`
 	// MaxPartitions caps the partitions of all topics (default 50000).
@@ -315,6 +318,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		RequestTimeout:        cfg.RequestTimeout,
 		FetchMaxBytes:         cfg.FetchMaxBytes,
 		FetchMemoryBytes:      cfg.FetchMemoryBytes,
+		MaxFetchSessions:      cfg.MaxFetchSessions,
 		MaxPartitionsPerTopic: cfg.MaxPartitionsPerTopic,
 		MaxPartitions:         cfg.MaxPartitions,
 		AutoCreateTopics:      cfg.AutoCreateTopics == nil || *cfg.AutoCreateTopics,
