@@ -28,6 +28,10 @@ import (
 //	             the driver does for puts of DirectMinBytes or more (only
 //	             at those sizes)
 //	fsync        per writer: write a new file + fsync ("one fsync")
+//	file append  per writer: write at the end of a preallocated file +
+//	             fdatasync: no new file, no directory entry, what a WAL
+//	             kept in one file per session would pay (not a put: the
+//	             floor such a design would have, for comparison; Linux)
 //	Storage.PutIfAbsent  per writer: the driver's Storage alone, no engine
 //	append       the driver: linger 0 / 2ms; one append at a time per
 //	             stream (inflight=1), or pipelined: drivertest.PipelinedBytes
@@ -93,6 +97,11 @@ func compareKinds(b *testing.B, size, streams int) []*drivertest.Kind {
 			return storageRunner(b, dir, payload, streams)
 		}),
 	)
+	if fileAppendRunner != nil {
+		kinds = append(kinds, kind("file append", "fileappend", nil, func(dir string) (drivertest.Runner, func()) {
+			return fileAppendRunner(b, dir, payload, streams)
+		}))
+	}
 	for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
 		for _, inflight := range []int{1, drivertest.PipelineDepth(size)} {
 			name := fmt.Sprintf("append linger=%v inflight=%d", linger, inflight)
@@ -282,3 +291,7 @@ func readStream(b *testing.B, config []byte) int64 {
 	}
 	return n
 }
+
+// fileAppendRunner, where the platform has fallocate and fdatasync
+// (fileappend_linux_test.go), runs BenchmarkCompare's "file append" kind.
+var fileAppendRunner func(b testing.TB, dir string, payload []byte, writers int) (drivertest.Runner, func())
