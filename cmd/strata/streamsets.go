@@ -34,7 +34,7 @@ type streamSetsConfig struct {
 	// old (default 5m).
 	CompactInterval time.Duration `yaml:"compact_interval"`
 	// CompactParallelism bounds the puts a compaction pass has in flight
-	// (default 2 on nfs, whose passes share a disk with the WAL's fsyncs;
+	// (default 1 on nfs, whose passes share a disk with the WAL's fsyncs;
 	// 4 elsewhere).
 	CompactParallelism int `yaml:"compact_parallelism"`
 }
@@ -115,9 +115,9 @@ func streamSetsOptions(kind string, c streamSetsConfig) wal.Options {
 }
 
 // diskCompactParallelism is nfs's default CompactParallelism: a pass's
-// puts add at most two to the disk queue a WAL put's fsync waits in
+// puts add at most one to the disk queue a WAL put's fsync waits in
 // (docs/streamsets.md, "Defaults").
-const diskCompactParallelism = 2
+const diskCompactParallelism = 1
 
 // fileStores are the built-in drivers on file systems, where a put costs
 // time, not money: their stream sets flush a batch as soon as the WAL is

@@ -24,7 +24,7 @@ func TestStreamSetsOptions(t *testing.T) {
 		idle           bool
 		par            int
 	}{
-		{kind: "nfs", linger: 0, idle: true, par: 2},
+		{kind: "nfs", linger: 0, idle: true, par: 1},
 		{kind: "hdfs", linger: 0, idle: true, par: 0},
 		{kind: "memory", linger: 0, idle: true, par: 0},
 		{kind: "s3", linger: 50 * time.Millisecond, idle: false, par: 0},
