@@ -706,8 +706,13 @@ func (b *Broker) Leave(ctx context.Context) (left int, err error) {
 }
 
 // handOverQuiet is how long a leaving broker keeps answering after its
-// last unit moved and after the last Produce it answered with a new owner.
-const handOverQuiet = 300 * time.Millisecond
+// last unit moved and after the last Produce it answered with a new owner:
+// longer than a client's retry backoff after an error or two (franz-go
+// 250 ms doubling, Java up to 1 s), so that a client backing off from an
+// answer given while a partition was still closing comes back to a broker
+// that names the new owner, not to a closed port (it would then wait for
+// its next metadata refresh).
+const handOverQuiet = 2 * time.Second
 
 // ownedUnits is the number of units open here: partitions (open or being
 // opened again) and the group offsets.
