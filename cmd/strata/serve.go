@@ -479,7 +479,7 @@ func loadStores(ctx context.Context, cfg serveConfig, dataDir string, logger *sl
 		if err := checkInfo("nfs", st, false); err != nil {
 			return []loadedStore{{name: "nfs", store: st}}, err
 		}
-		ws, err := withStreamSets("nfs", "nfs", st, cfg.StreamSets.merged(nil), logger)
+		ws, err := withStreamSets("nfs", "nfs", st, cfg.StreamSets.merged(nil), nfs.LogStoreDir(dir), logger)
 		if err != nil {
 			return []loadedStore{{name: "nfs", store: st}}, err
 		}
@@ -495,7 +495,7 @@ func loadStores(ctx context.Context, cfg serveConfig, dataDir string, logger *sl
 			out = append(out, loadedStore{name: d.Name, store: st})
 			return out, fmt.Errorf("drivers[%d] %s: %w", i, d.Name, err)
 		}
-		ws, err := withStreamSets(d.Name, builtinKind(d), st, d.StreamSets.merged(cfg.StreamSets), logger)
+		ws, err := withStreamSets(d.Name, builtinKind(d), st, d.StreamSets.merged(cfg.StreamSets), "", logger)
 		if err != nil {
 			out = append(out, loadedStore{name: d.Name, store: st})
 			return out, fmt.Errorf("drivers[%d] %s: %w", i, d.Name, err)

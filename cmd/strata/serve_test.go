@@ -125,12 +125,35 @@ func tryStartServeCmd(t testing.TB, cmd *exec.Cmd) (*serveProc, error) {
 // idempotent kgo producer, starts another on the same storage and port, and
 // checks that the producer resumes and every acked record is consumed
 // exactly once, in order per partition.
-func TestServeFailoverKill9(t *testing.T) {
+func TestServeFailoverKill9(t *testing.T) { serveFailoverKill9(t, "", "") }
+
+// TestServeFailoverKill9WALFilesSwitch is the same over three brokers, the
+// second with stream_sets.wal_files off: each finds the WALs the one it
+// follows left where it left them (<data>/wal, then the nfs store).
+func TestServeFailoverKill9WALFilesSwitch(t *testing.T) {
+	serveFailoverKill9(t, "", "stream_sets: {wal_files: false}\n", "")
+}
+
+// serveFailoverKill9 runs a broker with each config in turn (YAML; empty:
+// none) on one --data, each killed with SIGKILL under the producer but
+// the last.
+func serveFailoverKill9(t *testing.T, configs ...string) {
 	dir := t.TempDir()
 	bin := buildBinary(t, dir, "strata", ".")
 	data := filepath.Join(dir, "data")
 	addr := freePort(t)
-	p1 := startServe(t, bin, "--data", data, "--listen", addr)
+	start := func(i int) *serveProc {
+		args := []string{"--data", data, "--listen", addr}
+		if configs[i] != "" {
+			cfg := filepath.Join(dir, fmt.Sprintf("broker-%d.yaml", i))
+			if err := os.WriteFile(cfg, []byte(configs[i]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "--config", cfg)
+		}
+		return startServe(t, bin, args...)
+	}
+	p := start(0)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordRetries(1<<30), kgo.RecordDeliveryTimeout(2*time.Minute),
 		kgo.RetryTimeout(2*time.Minute), kgo.ProducerLinger(time.Millisecond))
@@ -149,17 +172,19 @@ func TestServeFailoverKill9(t *testing.T) {
 
 	pr := startProducer(ctx, cl, "failover", 7)
 	pr.wait(t, 3000)
-	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	for i := 1; i < len(configs); i++ {
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.wait()
+		before := pr.n()
+		t.Logf("killed broker %d (SIGKILL) with %d records acked", i, before)
+		time.Sleep(300 * time.Millisecond)
+		p = start(i)
+		pr.wait(t, before+3000)
 	}
-	_ = p1.wait()
-	before := pr.n()
-	t.Logf("killed broker 1 (SIGKILL) with %d records acked", before)
-	time.Sleep(300 * time.Millisecond)
-	startServe(t, bin, "--data", data, "--listen", addr)
-	pr.wait(t, before+3000)
 	acked := pr.finish(ctx, t, cl)
-	t.Logf("producer resumed: %d records acked in all (%d after the restart)", len(acked), len(acked)-before)
+	t.Logf("producer resumed: %d records acked in all", len(acked))
 	consumeAcked(ctx, t, addr, "failover", acked)
 }
 

@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/stratastream/strata/drivers/nfs"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/wal"
 )
@@ -37,6 +40,10 @@ type streamSetsConfig struct {
 	// (default 1 on nfs, whose passes share a disk with the WAL's fsyncs;
 	// 4 elsewhere).
 	CompactParallelism int `yaml:"compact_parallelism"`
+	// WALFiles keeps the WALs of the embedded default in a LogStore in
+	// <data>/wal, appended in place with one fdatasync per batch, instead
+	// of a put per batch (default true; the embedded default only).
+	WALFiles *bool `yaml:"wal_files"`
 }
 
 // merged returns c with unset fields taken from def.
@@ -69,26 +76,75 @@ func (c *streamSetsConfig) merged(def *streamSetsConfig) streamSetsConfig {
 	if c.CompactParallelism != 0 {
 		out.CompactParallelism = c.CompactParallelism
 	}
+	if c.WALFiles != nil {
+		out.WALFiles = c.WALFiles
+	}
 	return out
 }
 
 // withStreamSets wraps a driver's store in stream sets unless they are off.
 // kind is the built-in driver (empty for a plugin binary): it picks the
-// defaults (streamSetsOptions).
-func withStreamSets(name, kind string, st *stream.Store, c streamSetsConfig, logger *slog.Logger) (*stream.Store, error) {
+// defaults (streamSetsOptions). walDir, if not empty, is where a LogStore
+// keeps the WALs (the embedded default's), unless c turns wal_files off;
+// then the WALs go to st, and those left in walDir are still read.
+func withStreamSets(name, kind string, st *stream.Store, c streamSetsConfig, walDir string, logger *slog.Logger) (*stream.Store, error) {
 	if c.Enabled != nil && !*c.Enabled {
 		logger.Info("stream sets off", "driver", name)
 		return st, nil
 	}
+	if c.WALFiles != nil && *c.WALFiles && walDir == "" {
+		return nil, fmt.Errorf("stream_sets: wal_files is for the embedded default (no drivers configured); driver %s keeps its WALs in its own store", name)
+	}
 	opts := streamSetsOptions(kind, c)
 	opts.Logger = logger.With("driver", name)
+	files := walFiles(walDir, c.WALFiles, logger)
+	if _, err := os.Stat(walDir); files || (walDir != "" && err == nil) {
+		// WAL files on, or off with WALs of an earlier session perhaps
+		// still there: those are found where they were made.
+		ls, err := nfs.OpenLogStore(walDir, nfs.LogOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("stream_sets: WAL files in %s: %w", walDir, err)
+		}
+		if files {
+			opts.WALStore = ls
+		} else {
+			opts.FormerWALStores = []*stream.Store{ls}
+		}
+	}
 	ws, err := wal.NewStore(st, opts)
 	if err != nil {
+		for _, s := range append([]*stream.Store{opts.WALStore}, opts.FormerWALStores...) {
+			if s != nil {
+				s.Close()
+			}
+		}
 		return nil, fmt.Errorf("stream_sets: %w", err)
 	}
 	o := ws.Options()
-	logger.Info("stream sets on", "driver", name, "linger", o.Linger, "flush_when_idle", o.FlushWhenIdle, "compact_parallelism", o.CompactParallelism)
+	logger.Info("stream sets on", "driver", name, "linger", o.Linger, "flush_when_idle", o.FlushWhenIdle, "compact_parallelism", o.CompactParallelism, "wal_files", opts.WALStore != nil)
 	return stream.NewStore(ws), nil
+}
+
+// walFiles says whether the WALs go into a LogStore in walDir: on by
+// default where walDir is on a local file system. A LogStore fences with
+// names that every process must see at once; a network (or FUSE) file
+// system's client may cache a lookup that found nothing, so there the
+// default is off and wal_files: true is taken with a warning.
+func walFiles(walDir string, set *bool, logger *slog.Logger) bool {
+	if walDir == "" || (set != nil && !*set) {
+		return false
+	}
+	shared := nfs.SharedFileSystem(filepath.Dir(walDir))
+	switch {
+	case shared == "":
+		return true
+	case set == nil:
+		logger.Info("stream sets: WALs kept in the nfs store, not in files appended in place: --data is on a shared file system (set stream_sets.wal_files: true only where a name one process makes is seen at once by all, e.g. NFS mounted with lookupcache=none)", "fs", shared)
+		return false
+	default:
+		logger.Warn("stream sets: wal_files on a shared file system: its fence needs a name one process makes seen at once by all (NFS: mount with lookupcache=none)", "fs", shared)
+		return true
+	}
 }
 
 // streamSetsOptions are the stream-set options of a driver of kind (""

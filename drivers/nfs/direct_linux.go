@@ -84,3 +84,33 @@ func writeDirect(f *os.File, p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// preallocate allocates n bytes of f from off, growing its size.
+func preallocate(f *os.File, off, n int64) error {
+	return unix.Fallocate(int(f.Fd()), 0, off, n)
+}
+
+// fdatasync flushes f's data and what reading it back needs.
+func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+
+// SharedFileSystem names the network or FUSE file system that dir is on
+// ("nfs", "cifs", "smb", "fuse"), or returns "" for a local one (or when
+// it cannot tell). A LogStore's fence needs a new name seen at once by
+// every process, which a client's cached lookups can break on these.
+func SharedFileSystem(dir string) string {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return ""
+	}
+	switch uint32(st.Type) {
+	case unix.NFS_SUPER_MAGIC:
+		return "nfs"
+	case unix.CIFS_SUPER_MAGIC:
+		return "cifs"
+	case unix.SMB_SUPER_MAGIC, unix.SMB2_SUPER_MAGIC:
+		return "smb"
+	case unix.FUSE_SUPER_MAGIC:
+		return "fuse"
+	}
+	return ""
+}

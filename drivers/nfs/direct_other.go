@@ -11,3 +11,12 @@ import (
 func directAlign(*os.File) int { return 0 }
 
 func writeDirect(*os.File, []byte) (int, error) { return 0, syscall.EINVAL }
+
+// preallocate: not on this platform (appends grow the file).
+func preallocate(*os.File, int64, int64) error { return syscall.ENOTSUP }
+
+// fdatasync is a full fsync on this platform.
+func fdatasync(f *os.File) error { return f.Sync() }
+
+// SharedFileSystem: told on Linux only.
+func SharedFileSystem(string) string { return "" }

@@ -12,10 +12,15 @@ import (
 //
 //	objects/   one file per key
 //	tmp/       temp files of puts in progress: <host>-<pid>-<random>-<n>.tmp
+//	wal/       a LogStore (LogStoreDir), when stream sets keep their WALs
+//	           there (strata serve's embedded default)
 //
 // A key "a/b/c" is the file objects/a@/b@/c: every directory element gets a
 // '@' suffix, a byte keys cannot hold, so a key and keys below it ("a/b"
 // and "a/b/c") never collide as file and directory.
+// LogStoreDir is where a LogStore beside the driver's objects lives.
+func LogStoreDir(root string) string { return filepath.Join(root, "wal") }
+
 const (
 	objectsDir = "objects"
 	tmpDir     = "tmp"

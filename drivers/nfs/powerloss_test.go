@@ -29,24 +29,23 @@ type powerLossResult struct {
 	firstLoss          string
 }
 
-// powerLossCycles runs cycles power cycles of the nfs driver on a lazyfs
-// mount, with the data directory created by the driver (create_root):
+// powerLossCycles runs cycles power cycles of a store (open, on a root
+// directory it must create) on a lazyfs mount:
 // open (a new owner, a higher epoch), check that every append acked
 // before any earlier cut is in the log at its offset with its bytes,
 // append pipelined until a random number of acks, cut the power at a
 // random moment while appends are in flight, unmount, restart (only what
 // was fsynced survives), mount again.
-func powerLossCycles(t *testing.T, cycles int, fsync bool, seed uint64) powerLossResult {
+func powerLossCycles(t *testing.T, cycles int, open func(ctx context.Context, root string) (*stream.Store, error), seed uint64) powerLossResult {
 	t.Helper()
 	fsys, mnt := lazyfs.MountTemp(t)
 	root := filepath.Join(mnt, "data", "strata") // missing: the driver makes it
 	rng := rand.New(rand.NewPCG(seed, seed))
 	var res powerLossResult
 	var acked []powerAck
-	c := Config{Root: root, CreateRoot: true, Fsync: &fsync, DirectIO: new(bool)}
 	for cycle := 1; cycle <= cycles; cycle++ {
 		ctx := context.Background()
-		store, err := openConfig(ctx, c)
+		store, err := open(ctx, root)
 		if err != nil {
 			t.Fatalf("cycle %d: open the store: %v", cycle, err)
 		}
@@ -137,6 +136,14 @@ func powerLossCycles(t *testing.T, cycles int, fsync bool, seed uint64) powerLos
 	return res
 }
 
+// driverOpener opens the nfs driver with the data directory created by
+// the driver (create_root).
+func driverOpener(fsync bool) func(context.Context, string) (*stream.Store, error) {
+	return func(ctx context.Context, root string) (*stream.Store, error) {
+		return openConfig(ctx, Config{Root: root, CreateRoot: true, Fsync: &fsync, DirectIO: new(bool)})
+	}
+}
+
 func powerLossRuns() int {
 	if v, err := strconv.Atoi(os.Getenv("STRATA_POWER_CYCLES")); err == nil && v > 0 {
 		return v
@@ -153,7 +160,7 @@ func TestPowerLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("power cycles through a FUSE layer: full tier")
 	}
-	res := powerLossCycles(t, powerLossRuns(), true, 1)
+	res := powerLossCycles(t, powerLossRuns(), driverOpener(true), 1)
 	t.Logf("%d power cycles, %d acks, %d lost", res.cycles, res.acks, res.lost)
 	if res.lost > 0 {
 		t.Fatalf("%d acked appends lost at power cuts; first: %s", res.lost, res.firstLoss)
@@ -166,7 +173,7 @@ func TestPowerLossCatchesSkippedFsync(t *testing.T) {
 	if testing.Short() {
 		t.Skip("power cycles through a FUSE layer: full tier")
 	}
-	res := powerLossCycles(t, 3, false, 2)
+	res := powerLossCycles(t, 3, driverOpener(false), 2)
 	t.Logf("fsync off: %d power cycles, %d acks, %d lost; first: %s", res.cycles, res.acks, res.lost, res.firstLoss)
 	if res.lost == 0 {
 		t.Fatal("no acked append lost with fsync off: the power-loss layer does not drop unsynced data")

@@ -152,11 +152,18 @@ func (s *Storage) begin(ctx context.Context, op, key string) error {
 
 // mkdir makes dir if it is missing and makes the new entry durable. Its
 // parent must exist: the driver never recreates the root or objects/.
-func (s *Storage) mkdir(dir string) error {
-	err := os.Mkdir(dir, s.dirMode)
+func (s *Storage) mkdir(dir string) error { return mkdirDurable(dir, s.dirMode, s.syncDir) }
+
+// mkdirAll makes dir and its missing parents durably (mkdirAllDurable).
+func (s *Storage) mkdirAll(dir string) error { return mkdirAllDurable(dir, s.dirMode, s.syncDir) }
+
+// mkdirDurable makes dir if it is missing and, if it made it, fsyncs its
+// parent (syncDir) so that the new entry survives a power loss.
+func mkdirDurable(dir string, mode fs.FileMode, syncDir func(string) error) error {
+	err := os.Mkdir(dir, mode)
 	switch {
 	case err == nil:
-		return s.syncDir(filepath.Dir(dir))
+		return syncDir(filepath.Dir(dir))
 	case errors.Is(err, fs.ErrExist):
 		return nil
 	default:
@@ -164,11 +171,11 @@ func (s *Storage) mkdir(dir string) error {
 	}
 }
 
-// mkdirAll makes dir and its missing parents, as os.MkdirAll, and makes
-// each new entry durable: it fsyncs the parent of every directory it
-// made, top down, so that a power loss after it returns cannot lose the
-// root (and with it every object put under it later).
-func (s *Storage) mkdirAll(dir string) error {
+// mkdirAllDurable makes dir and its missing parents, as os.MkdirAll, and
+// makes each new entry durable: it fsyncs the parent of every directory
+// it made, top down, so that a power loss after it returns cannot lose
+// the root (and with it everything written under it later).
+func mkdirAllDurable(dir string, mode fs.FileMode, syncDir func(string) error) error {
 	if fi, err := os.Stat(dir); err == nil {
 		if !fi.IsDir() {
 			return fmt.Errorf("%s: not a directory", dir)
@@ -176,11 +183,11 @@ func (s *Storage) mkdirAll(dir string) error {
 		return nil
 	}
 	if parent := filepath.Dir(dir); parent != dir {
-		if err := s.mkdirAll(parent); err != nil {
+		if err := mkdirAllDurable(parent, mode, syncDir); err != nil {
 			return err
 		}
 	}
-	return s.mkdir(dir)
+	return mkdirDurable(dir, mode, syncDir)
 }
 
 // ensureParent makes the directories of a key's file below objects/. It

@@ -43,7 +43,13 @@ func mustAppend(t *testing.T, st stream.DriverStream, payload string) stream.App
 // the WAL's name.
 func crashedWriter(t *testing.T, base *stream.Store, names ...string) string {
 	t.Helper()
-	s, err := NewStore(stream.NewStore(keepBase{base.Driver()}), Options{SweepInterval: -1})
+	return crashedWriterOpts(t, base, Options{SweepInterval: -1}, names...)
+}
+
+// crashedWriterOpts is crashedWriter with the writer's options.
+func crashedWriterOpts(t *testing.T, base *stream.Store, opts Options, names ...string) string {
+	t.Helper()
+	s, err := NewStore(stream.NewStore(keepBase{base.Driver()}), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,7 +319,7 @@ func (s *Store) gcDead(ctx context.Context) error {
 			continue
 		}
 		d.close()
-		if err := s.base.Delete(ctx, d.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
+		if err := s.wals.Delete(ctx, d.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
 			errs = errors.Join(errs, fmt.Errorf("wal: deleting ended WAL %s: %w", d.name, err))
 			continue
 		}
@@ -338,16 +338,19 @@ func (s *Store) gcDead(ctx context.Context) error {
 
 // sweep deletes WALs of other sessions that no V.meta last record names.
 // It fences such a WAL first, then looks again, so that it never deletes
-// a WAL that a claim landing meanwhile names (W6).
+// a WAL that a claim landing meanwhile names (W6). It looks in every
+// store a WAL may be in (walStores).
 func (s *Store) sweep(ctx context.Context) error {
-	wals, err := s.base.List(ctx, s.opts.Prefix+"/")
-	if err != nil {
-		return err
-	}
-	var cands []string
-	for _, n := range wals {
-		if sid, ok := s.parseWALName(n); ok && sid != s.sid {
-			cands = append(cands, n)
+	var cands []walRef
+	for _, ws := range s.walStores() {
+		names, err := ws.List(ctx, s.opts.Prefix+"/")
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if sid, ok := s.parseWALName(n); ok && sid != s.sid {
+				cands = append(cands, walRef{n, ws})
+			}
 		}
 	}
 	if len(cands) == 0 {
@@ -357,17 +360,17 @@ func (s *Store) sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var fencedWALs []string
-	for _, n := range cands {
-		if named[n] {
+	var fencedWALs []walRef
+	for _, c := range cands {
+		if named[c.name] {
 			continue
 		}
-		st, err := s.base.Open(ctx, n, stream.OpenOptions{Epoch: fenceEpoch})
+		st, err := c.store.Open(ctx, c.name, stream.OpenOptions{Epoch: fenceEpoch})
 		if err != nil {
 			continue
 		}
 		_ = st.Close()
-		fencedWALs = append(fencedWALs, n)
+		fencedWALs = append(fencedWALs, c)
 	}
 	if len(fencedWALs) == 0 {
 		return nil
@@ -375,16 +378,22 @@ func (s *Store) sweep(ctx context.Context) error {
 	if named, err = s.namedWALs(ctx); err != nil {
 		return err
 	}
-	for _, n := range fencedWALs {
-		if named[n] {
+	for _, c := range fencedWALs {
+		if named[c.name] {
 			continue
 		}
-		if err := s.base.Delete(ctx, n); err != nil && !errors.Is(err, stream.ErrNotFound) {
-			return fmt.Errorf("wal: deleting dead WAL %s: %w", n, err)
+		if err := c.store.Delete(ctx, c.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
+			return fmt.Errorf("wal: deleting dead WAL %s: %w", c.name, err)
 		}
-		s.log.Info("wal: deleted a dead session's WAL", "wal", n)
+		s.log.Info("wal: deleted a dead session's WAL", "wal", c.name)
 	}
 	return nil
+}
+
+// walRef is a WAL and the store it is in.
+type walRef struct {
+	name  string
+	store *stream.Store
 }
 
 // namedWALs reads the last record of every meta stream and returns the

@@ -39,12 +39,21 @@ func crashPayload(round, stream, seq, size int) []byte {
 	return p
 }
 
-func crashOpenStore(t testing.TB, dir string, compact int64) *wal.Store {
+// crashOpenStore opens the stream sets of the crash test on dir, with the
+// WALs in an nfs.LogStore in it (as strata serve's embedded default) when
+// files is set.
+func crashOpenStore(t testing.TB, dir string, compact int64, files bool) *wal.Store {
 	base, err := nfs.Open(context.Background(), fmt.Appendf(nil, "root: %q\n", dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := wal.NewStore(base, wal.Options{CompactBytes: compact, SweepInterval: time.Second})
+	opts := wal.Options{CompactBytes: compact, SweepInterval: time.Second}
+	if files {
+		if opts.WALStore, err = nfs.OpenLogStore(nfs.LogStoreDir(dir), nfs.LogOptions{SegmentBytes: 256 << 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := wal.NewStore(base, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +68,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	dir := os.Getenv("STRATA_WAL_CRASH_DIR")
 	round, _ := strconv.Atoi(os.Getenv("STRATA_WAL_CRASH_ROUND"))
-	s := crashOpenStore(t, dir, 64<<10)
+	s := crashOpenStore(t, dir, 64<<10, os.Getenv("STRATA_WAL_CRASH_FILES") == "1")
 	ctx := context.Background()
 	out := bufio.NewWriter(os.Stdout)
 	var sts []stream.DriverStream
@@ -97,7 +106,14 @@ func TestCrashChild(t *testing.T) {
 	}
 }
 
-func TestCrashSIGKILL(t *testing.T) {
+func TestCrashSIGKILL(t *testing.T) { crashSIGKILL(t, false) }
+
+// TestCrashSIGKILLWALFiles is the same with the WALs in an nfs.LogStore
+// (appended in place, fenced by open records: docs/streamsets.md, "WAL
+// store").
+func TestCrashSIGKILLWALFiles(t *testing.T) { crashSIGKILL(t, true) }
+
+func crashSIGKILL(t *testing.T, files bool) {
 	kills := 60
 	if testing.Short() {
 		kills = 8
@@ -111,7 +127,8 @@ func TestCrashSIGKILL(t *testing.T) {
 	var acks []ack
 	for round := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), crashChildEnv+"=1", "STRATA_WAL_CRASH_DIR="+dir, "STRATA_WAL_CRASH_ROUND="+strconv.Itoa(round))
+		cmd.Env = append(os.Environ(), crashChildEnv+"=1", "STRATA_WAL_CRASH_DIR="+dir, "STRATA_WAL_CRASH_ROUND="+strconv.Itoa(round),
+			"STRATA_WAL_CRASH_FILES="+map[bool]string{true: "1", false: "0"}[files])
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		stdout, err := cmd.StdoutPipe()
@@ -146,7 +163,7 @@ func TestCrashSIGKILL(t *testing.T) {
 		_ = cmd.Wait()
 	}
 	// A new owner opens every stream (at the highest epoch) and reads it.
-	s := crashOpenStore(t, dir, 64<<20)
+	s := crashOpenStore(t, dir, 64<<20, files)
 	defer s.Close()
 	ctx := context.Background()
 	logs := make([]map[int64]stream.Batch, crashStreams)

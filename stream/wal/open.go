@@ -486,7 +486,7 @@ func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, [
 	if s.opts.broken.noFenceWAL {
 		opts = stream.OpenOptions{Mode: stream.ModeReadOnly}
 	}
-	st, err := s.base.Open(ctx, name, opts)
+	st, err := s.openWAL(ctx, name, opts)
 	readOnly := s.opts.broken.noFenceWAL
 	if errors.Is(err, stream.ErrFenced) && !readOnly {
 		st, err = s.fencedByAnother(ctx, name)
@@ -558,7 +558,7 @@ func (s *Store) readWAL(ctx context.Context, name string) (map[id][]tailEntry, [
 // and frozen: nobody appends at fenceEpoch, and its writer, at walEpoch,
 // can no longer append.
 func (s *Store) fencedByAnother(ctx context.Context, name string) (*stream.Stream, error) {
-	return s.base.Open(ctx, name, stream.OpenOptions{Mode: stream.ModeReadOnly})
+	return s.openWAL(ctx, name, stream.OpenOptions{Mode: stream.ModeReadOnly})
 }
 
 // evictFrozen drops frozen WALs unused for a while.

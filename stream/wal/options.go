@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/stratastream/strata/stream"
 )
 
 // Options configure a Store of virtual streams. The zero value of every
@@ -55,6 +57,22 @@ type Options struct {
 	SweepInterval time.Duration
 	// Prefix is the base-name prefix of WAL streams (default "_wal").
 	Prefix string
+	// WALStore, if set, holds the WAL streams instead of the base store
+	// (the virtual streams' meta and data streams stay in the base). It
+	// must share the base's durability and reach: every session that can
+	// open the base's streams must reach the same WALStore. The Store owns
+	// it (its Close closes it). The embedded default puts its WALs in an
+	// nfs.LogStore beside the nfs driver's directory: appended in place
+	// with one fdatasync, not a put per WAL batch (docs/streamsets.md,
+	// "WAL store").
+	WALStore *stream.Store
+	// FormerWALStores are other stores where sessions of an earlier
+	// configuration may have left WALs: a WAL stays in the store its
+	// session made it in, so they are looked in (found, fenced, read and
+	// swept) after the WAL store and before the base. strata serve names
+	// the embedded default's LogStore here when wal_files is turned off.
+	// The Store owns them (its Close closes them).
+	FormerWALStores []*stream.Store
 	// Logger receives the layer's structured logs (default: discard).
 	Logger *slog.Logger
 	// NewID returns 16 random bytes (default crypto/rand). Tests set it.

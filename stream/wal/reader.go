@@ -273,7 +273,7 @@ func (r *roStream) scanWAL(ctx context.Context, rec record) error {
 		if !ok {
 			return fmt.Errorf("%w: stream %q: its record names %q, not a WAL", stream.ErrCorrupt, r.name, rec.wal)
 		}
-		st, err := r.s.base.Open(ctx, rec.wal, stream.OpenOptions{Mode: stream.ModeReadOnly})
+		st, err := r.s.openWAL(ctx, rec.wal, stream.OpenOptions{Mode: stream.ModeReadOnly})
 		if err != nil {
 			return fmt.Errorf("stream %q: opening WAL %s: %w", r.name, rec.wal, err)
 		}

@@ -21,6 +21,7 @@ import (
 // concurrent use.
 type Store struct {
 	base *stream.Store
+	wals *stream.Store // where the WAL streams are: Options.WALStore, else base
 	opts Options
 	info stream.Info
 	log  *slog.Logger
@@ -46,7 +47,13 @@ var _ stream.DriverStore = (*Store)(nil)
 // base: its Close closes base.
 func NewStore(base *stream.Store, opts Options) (*Store, error) {
 	bi := base.Info()
-	o, err := opts.withDefaults(bi.MaxBatchBytes)
+	walMax := bi.MaxBatchBytes
+	if opts.WALStore != nil {
+		if m := opts.WALStore.Info().MaxBatchBytes; m > 0 && (walMax <= 0 || m < walMax) {
+			walMax = m
+		}
+	}
+	o, err := opts.withDefaults(walMax)
 	if err != nil {
 		return nil, err
 	}
@@ -62,12 +69,15 @@ func NewStore(base *stream.Store, opts Options) (*Store, error) {
 		}
 	}
 	s := &Store{
-		base: base, opts: o, info: info, log: o.Logger,
+		base: base, wals: base, opts: o, info: info, log: o.Logger,
 		handles:    make(map[string]*vstream),
 		claims:     make(map[id]*claim),
 		frozen:     make(map[string]*frozenWAL),
 		compactNow: make(chan compactReq),
 		bgDone:     make(chan struct{}),
+	}
+	if o.WALStore != nil {
+		s.wals = o.WALStore
 	}
 	s.sid = s.newID()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -95,9 +105,56 @@ func (s *Store) Info() stream.Info { return s.info }
 // Base returns the base store.
 func (s *Store) Base() *stream.Store { return s.base }
 
-// BackendStats reports the base store's request counts.
+// BackendStats reports the request counts of the base and of every WAL
+// store of its own, summed.
 func (s *Store) BackendStats(ctx context.Context) (stream.RequestStats, error) {
-	return s.base.BackendStats(ctx)
+	r, err := s.base.BackendStats(ctx)
+	if err != nil {
+		return r, err
+	}
+	for _, ws := range s.walStores() {
+		if ws == s.base {
+			continue
+		}
+		w, err := ws.BackendStats(ctx)
+		if err != nil {
+			return r, err
+		}
+		r = stream.RequestStats{
+			Puts: r.Puts + w.Puts, Gets: r.Gets + w.Gets, Heads: r.Heads + w.Heads,
+			Lists: r.Lists + w.Lists, Deletes: r.Deletes + w.Deletes,
+			BytesWritten: r.BytesWritten + w.BytesWritten, BytesRead: r.BytesRead + w.BytesRead,
+			Retries: r.Retries + w.Retries, Errors: r.Errors + w.Errors,
+		}
+	}
+	return r, nil
+}
+
+// walStores are the stores a WAL may be in: the WAL store, the former WAL
+// stores, then the base when it is not the WAL store. A WAL stays where
+// its session made it, and a name is only ever made in one store: WALs
+// from before Options.WALStore was set, or changed, are found, fenced,
+// read and swept where they are.
+func (s *Store) walStores() []*stream.Store {
+	out := append([]*stream.Store{s.wals}, s.opts.FormerWALStores...)
+	if s.wals != s.base {
+		out = append(out, s.base)
+	}
+	return out
+}
+
+// openWAL opens WAL name in the store that holds it: ErrNotFound if none
+// does (it was never made there, or it was deleted: either way it holds
+// nothing, as readWAL says).
+func (s *Store) openWAL(ctx context.Context, name string, opts stream.OpenOptions) (*stream.Stream, error) {
+	var err error
+	for _, ws := range s.walStores() {
+		var st *stream.Stream
+		if st, err = ws.Open(ctx, name, opts); !errors.Is(err, stream.ErrNotFound) {
+			return st, err
+		}
+	}
+	return nil, err
 }
 
 // check fails once the store is closed. The front door (stream.Store) has
@@ -278,6 +335,14 @@ func (s *Store) Close() error {
 		dead = append(dead, w)
 	}
 	s.dropUnclaimed(dead)
+	for _, ws := range s.walStores() {
+		if ws == s.base {
+			continue
+		}
+		if err := ws.Close(); err != nil {
+			s.log.Warn("wal: closing a WAL store", "err", err)
+		}
+	}
 	return s.base.Close()
 }
 
@@ -292,7 +357,7 @@ func (s *Store) dropUnclaimed(ws []*writer) {
 		if !s.unclaimed(ctx, w) {
 			continue
 		}
-		if err := s.base.Delete(ctx, w.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
+		if err := s.wals.Delete(ctx, w.name); err != nil && !errors.Is(err, stream.ErrNotFound) {
 			s.log.Warn("wal: deleting an unclaimed WAL at close failed; a later sweep deletes it", "wal", w.name, "err", err)
 		}
 	}
@@ -311,7 +376,7 @@ func (s *Store) liveWAL(ctx context.Context) (*writer, error) {
 	}
 	s.walSeq++
 	name := fmt.Sprintf("%s/%s-%d", s.opts.Prefix, s.sid, s.walSeq)
-	st, err := s.base.Open(ctx, name, stream.OpenOptions{Epoch: walEpoch, CreateIfMissing: true})
+	st, err := s.wals.Open(ctx, name, stream.OpenOptions{Epoch: walEpoch, CreateIfMissing: true})
 	if err != nil {
 		return nil, fmt.Errorf("wal: creating WAL %s: %w", name, err)
 	}

@@ -1,0 +1,416 @@
+package nfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratastream/strata/conformance"
+	"github.com/stratastream/strata/drivers/internal/drivertest"
+	"github.com/stratastream/strata/drivers/nfs/internal/lazyfs"
+	"github.com/stratastream/strata/sharedlog/sharedlogtest"
+	"github.com/stratastream/strata/stream"
+	"github.com/stratastream/strata/stream/wal"
+)
+
+// logHarness runs the suite on LogStores over one directory: the second
+// store is another LogStore on it, and a crash drops the store without
+// Close (its sessions go on as stale writers) and opens a new one.
+func logHarness(t *testing.T, opts LogOptions) conformance.Harness {
+	root := freshRoot(t)
+	open := func(t conformance.T) *stream.Store {
+		s, err := OpenLogStore(root, opts)
+		if err != nil {
+			t.Fatalf("OpenLogStore: %v", err)
+		}
+		return s
+	}
+	return conformance.Harness{
+		NewStore: open,
+		Second:   func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
+		Crash:    func(t conformance.T, _ *stream.Store) *stream.Store { return open(t) },
+		// The fault family moves the directory away and back.
+		BackendCtl: drivertest.BackendCtl("nfs", "--root", root),
+	}
+}
+
+// TestLogStoreConformance runs the stream suite on the LogStore.
+func TestLogStoreConformance(t *testing.T) { conformance.Run(t, logHarness(t, LogOptions{})) }
+
+// TestLogStoreConformanceSmallSegments runs it with 4 KiB segments and
+// preallocation steps, so that appends roll segments and trims free them.
+func TestLogStoreConformanceSmallSegments(t *testing.T) {
+	conformance.Run(t, logHarness(t, LogOptions{SegmentBytes: 4 << 10, PreallocBytes: 1 << 10}))
+}
+
+// TestConformanceStreamSetsLogStore runs the stream and SharedLog suites on
+// virtual streams over the driver linked in with their WALs in a LogStore
+// in the same root (strata serve's embedded default), second stores in
+// driver processes of their own; the fault hook moves the whole root
+// away, WALs and all.
+func TestConformanceStreamSetsLogStore(t *testing.T) {
+	root := freshRoot(t)
+	c := drivertest.Conformance{
+		Driver: DriverName, Open: Open, Config: configFor(root),
+		BackendCtl: drivertest.BackendCtl("nfs", "--root", root),
+	}
+	var mu sync.Mutex
+	var logs []*LogStore
+	h := conformance.WrapHarness(c.InProcess(t), func(t conformance.T, base *stream.Store) *stream.Store {
+		ls, err := NewLogStore(LogStoreDir(root), LogOptions{SegmentBytes: 256 << 10})
+		if err != nil {
+			t.Fatalf("NewLogStore: %v", err)
+		}
+		mu.Lock()
+		logs = append(logs, ls)
+		mu.Unlock()
+		ws := stream.NewStore(ls)
+		s, err := wal.NewStore(base, wal.Options{WALStore: ws})
+		if err != nil {
+			t.Fatalf("wal.NewStore: %v", err)
+		}
+		return stream.NewStore(s)
+	})
+	t.Run("stream", func(t *testing.T) { conformance.Run(t, h) })
+	t.Run("sharedlog", func(t *testing.T) { sharedlogtest.Run(t, h) })
+	// The WALs were in the LogStores, not in the base.
+	var appends int64
+	for _, ls := range logs {
+		appends += ls.stats.puts.Load()
+	}
+	if appends < 1000 {
+		t.Errorf("the LogStores wrote %d times; the WALs should have been there", appends)
+	}
+	t.Logf("LogStores: %d, writes %d", len(logs), appends)
+}
+
+func appendOne(t *testing.T, st *stream.Stream, payload string) stream.AppendResult {
+	t.Helper()
+	r, err := st.Append(context.Background(), stream.Batch{Count: 1, Payload: []byte(payload)}).Result()
+	if err != nil {
+		t.Fatalf("append %q: %v", payload, err)
+	}
+	return r
+}
+
+// TestLogStoreTornTail: bytes past the last whole frame (a torn write, or
+// the debris of a crashed session) end the log there (L4); a frame below a
+// seal that no longer checks is ErrCorrupt, never other bytes.
+func TestLogStoreTornTail(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := OpenLogStore(root, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(ctx, "a/b", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOne(t, st, "one")
+	appendOne(t, st, "two")
+	// A crash: the session is dropped, and a torn frame follows its last.
+	seg := filepath.Join(root, dirName("a/b"), segName(1, 0))
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := encodeFrame(frameBatch, 2, stream.Batch{Count: 1, Payload: []byte("three")}, stream.Checksum([]byte("three")))
+	end := int64(2 * len(encodeFrame(frameBatch, 0, stream.Batch{Count: 1, Payload: []byte("one")}, 0)))
+	if _, err := f.WriteAt(torn[:len(torn)-3], end); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	st2, err := s.Open(ctx, "a/b", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st2.NextOffset(); n != 2 {
+		t.Fatalf("next offset after a torn tail: %d, want 2", n)
+	}
+	appendOne(t, st2, "three")
+	bs, err := st2.Fetch(ctx, 0, stream.NoEnd, 0)
+	if err != nil || len(bs) != 3 || string(bs[2].Payload) != "three" {
+		t.Fatalf("fetch: %d batches, %v", len(bs), err)
+	}
+	// Flip a byte of "two", below open 1's seal: ErrCorrupt.
+	f, _ = os.OpenFile(seg, os.O_RDWR, 0)
+	if _, err := f.WriteAt([]byte("X"), end-6); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r, err := s.Open(ctx, "a/b", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Fetch(ctx, 1, stream.NoEnd, 0); !errors.Is(err, stream.ErrCorrupt) {
+		t.Fatalf("fetch of a corrupted sealed frame: %v, want ErrCorrupt", err)
+	}
+	if bs, err := r.Fetch(ctx, 2, stream.NoEnd, 0); err != nil || len(bs) != 1 || string(bs[0].Payload) != "three" {
+		t.Fatalf("fetch past it: %d batches, %v", len(bs), err)
+	}
+}
+
+// TestLogStoreZombieRace: a writer appending without pause while other
+// stores take the stream over, again and again. Every append any session
+// acknowledged is in the final log, once, at its offset (L2, L3).
+func TestLogStoreZombieRace(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	rounds := 40
+	if testing.Short() {
+		rounds = 10
+	}
+	type ack struct {
+		off     int64
+		payload string
+	}
+	var acks []ack
+	var mu sync.Mutex
+	for round := range rounds {
+		s, err := OpenLogStore(root, LogOptions{SegmentBytes: 8 << 10, PreallocBytes: 2 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		st, err := s.Open(ctx, "z", stream.OpenOptions{Epoch: uint64(round), CreateIfMissing: true})
+		if err != nil {
+			t.Fatalf("round %d: open: %v", round, err)
+		}
+		// The previous round's writer is still appending: fence it now.
+		go func(st *stream.Stream, round int) {
+			for i := 0; ; i++ {
+				p := fmt.Sprintf("r%d-%d", round, i)
+				r, err := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte(p)}).Result()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				acks = append(acks, ack{r.BaseOffset, p})
+				mu.Unlock()
+			}
+		}(st, round)
+		time.Sleep(time.Duration(2+round%7) * time.Millisecond)
+	}
+	s, err := OpenLogStore(root, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(ctx, "z", stream.OpenOptions{Epoch: uint64(rounds)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the last writer's acks are in
+	mu.Lock()
+	defer mu.Unlock()
+	log := map[int64]string{}
+	seen := map[string]bool{}
+	for pos := int64(0); pos < st.NextOffset(); {
+		bs, err := st.Fetch(ctx, pos, stream.NoEnd, 0)
+		if err != nil || len(bs) == 0 {
+			t.Fatalf("fetch at %d of %d: %v", pos, st.NextOffset(), err)
+		}
+		for _, b := range bs {
+			if b.BaseOffset != pos || seen[string(b.Payload)] {
+				t.Fatalf("batch %q at %d, want offset %d, once", b.Payload, b.BaseOffset, pos)
+			}
+			seen[string(b.Payload)] = true
+			log[pos] = string(b.Payload)
+			pos = b.EndOffset()
+		}
+	}
+	for _, a := range acks {
+		if log[a.off] != a.payload {
+			t.Fatalf("acked %q at %d: the log has %q", a.payload, a.off, log[a.off])
+		}
+	}
+	if len(acks) < rounds {
+		t.Fatalf("only %d acks in %d rounds: the test checked little", len(acks), rounds)
+	}
+	t.Logf("%d takeovers, %d acked appends, all in the log of %d", rounds, len(acks), len(log))
+}
+
+// TestLogStoreTrimFreesSegments: a trim removes the segments wholly below
+// the new start, of this session and of earlier opens.
+func TestLogStoreTrimFreesSegments(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := OpenLogStore(root, LogOptions{SegmentBytes: 4 << 10, PreallocBytes: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	segs := func() int {
+		ents, _ := os.ReadDir(filepath.Join(root, dirName("t")))
+		n := 0
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "d.") {
+				n++
+			}
+		}
+		return n
+	}
+	payload := strings.Repeat("x", 1000)
+	st, _ := s.Open(ctx, "t", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	for range 20 {
+		appendOne(t, st, payload)
+	}
+	st2, err := s.Open(ctx, "t", stream.OpenOptions{Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last stream.AppendResult
+	for range 20 {
+		last = appendOne(t, st2, payload)
+	}
+	before := segs()
+	if err := st2.Trim(ctx, last.BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	if after := segs(); after > 2 || before < 8 {
+		t.Fatalf("segments: %d before the trim, %d after; want many, then at most 2", before, after)
+	}
+	if err := st.Trim(ctx, 5); !errors.Is(err, stream.ErrFenced) {
+		t.Fatalf("trim by the fenced session: %v, want ErrFenced", err)
+	}
+	bs, err := st2.Fetch(ctx, last.BaseOffset, stream.NoEnd, 0)
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("fetch at the new start: %d batches, %v", len(bs), err)
+	}
+	// A reader, and then a new owner, of the open whose first segments
+	// the trim removed: its log goes on in the segment its trim record
+	// names, to its end.
+	r, err := s.Open(ctx, "t", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, hi := r.StartOffset(), r.NextOffset(); lo != last.BaseOffset || hi != last.NextOffset {
+		t.Fatalf("a reader after the trim sees [%d, %d), want [%d, %d)", lo, hi, last.BaseOffset, last.NextOffset)
+	}
+	more := appendOne(t, st2, payload)
+	st3, err := s.Open(ctx, "t", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, hi := st3.StartOffset(), st3.NextOffset(); lo != last.BaseOffset || hi != more.NextOffset {
+		t.Fatalf("the new owner after the trim holds [%d, %d), want [%d, %d)", lo, hi, last.BaseOffset, more.NextOffset)
+	}
+	bs, err = st3.Fetch(ctx, last.BaseOffset, stream.NoEnd, 0)
+	if err != nil || len(bs) != 2 || bs[1].BaseOffset != more.BaseOffset {
+		t.Fatalf("the new owner's fetch from the trimmed start: %d batches, %v", len(bs), err)
+	}
+	bs, err = r.Fetch(ctx, more.BaseOffset, stream.NoEnd, 0)
+	if err != nil || len(bs) != 1 || bs[0].BaseOffset != more.BaseOffset {
+		t.Fatalf("the reader's fetch of the append after the trim: %d batches, %v", len(bs), err)
+	}
+}
+
+// logOpener opens a LogStore on root (which it must create).
+func logOpener(opts LogOptions) func(context.Context, string) (*stream.Store, error) {
+	return func(_ context.Context, root string) (*stream.Store, error) { return OpenLogStore(root, opts) }
+}
+
+// TestLogStorePowerLoss: the power cycles of TestPowerLoss on a LogStore
+// with small segments (cycles roll them): no append acknowledged before a
+// cut is lost, the store's root made by the store itself.
+func TestLogStorePowerLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("power cycles through a FUSE layer: full tier")
+	}
+	res := powerLossCycles(t, powerLossRuns(), logOpener(LogOptions{SegmentBytes: 16 << 10, PreallocBytes: 4 << 10}), 3)
+	t.Logf("%d power cycles, %d acks, %d lost", res.cycles, res.acks, res.lost)
+	if res.lost > 0 {
+		t.Fatalf("%d acked appends lost at power cuts; first: %s", res.lost, res.firstLoss)
+	}
+}
+
+// TestLogStorePowerLossCatchesSkippedFsync: with NoFsync the same cycles
+// lose acknowledged appends: the test above can fail.
+func TestLogStorePowerLossCatchesSkippedFsync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("power cycles through a FUSE layer: full tier")
+	}
+	res := powerLossCycles(t, 3, logOpener(LogOptions{NoFsync: true}), 4)
+	t.Logf("NoFsync: %d power cycles, %d acks, %d lost; first: %s", res.cycles, res.acks, res.lost, res.firstLoss)
+	if res.lost == 0 {
+		t.Fatal("no acked append lost with NoFsync: the power-loss layer does not drop unsynced data")
+	}
+}
+
+// TestLogStoreSealSurvivesPowerLoss: a session writes a frame and dies
+// before its fdatasync (never acknowledging it); a new owner's seal takes
+// that frame in (L3 reads what is there). After a power cut the log must
+// still read whole below the seal: the sealer flushes what it sealed.
+func TestLogStoreSealSurvivesPowerLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a power cut through a FUSE layer: full tier")
+	}
+	ctx := context.Background()
+	fsys, mnt := lazyfs.MountTemp(t)
+	root := filepath.Join(mnt, "wal")
+	a, err := NewLogStore(root, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := stream.NewStore(a).Open(ctx, "w", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"one", "two", "three"} {
+		appendOne(t, st, p)
+	}
+	// The frame of offset 3, written but never synced: the session dies.
+	var w *logStream
+	for ls := range a.sessions {
+		w = ls
+	}
+	unsynced := []byte("four, never synced")
+	if _, err := w.cur.WriteAt(encodeFrame(frameBatch, 3, stream.Batch{Count: 1, Payload: unsynced}, stream.Checksum(unsynced)), w.own.pos); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenLogStore(root, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := b.Open(ctx, "w", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := owner.NextOffset(); n != 4 {
+		t.Fatalf("the new owner's log ends at %d; want 4 (the seal takes the written frame in)", n)
+	}
+	fsys.Cut()
+	_ = b.Close()
+	_ = a.Close()
+	if err := fsys.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	fsys.Restart()
+	if err := fsys.Mount(mnt); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenLogStore(root, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.Open(ctx, "w", stream.OpenOptions{Epoch: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := readLog(t, r)
+	if err != nil {
+		t.Fatalf("reading the log after the power cut: %v", err)
+	}
+	if len(log) != 4 || string(log[3].Payload) != string(unsynced) {
+		t.Fatalf("after the cut: %d batches, want the 4 below the seal", len(log))
+	}
+}

@@ -1,0 +1,1148 @@
+package nfs
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratastream/strata/stream"
+)
+
+// A frame is one batch (or the roll marker that ends a segment):
+//
+//	0  magic     u32
+//	4  length    u32  the whole frame
+//	8  kind      u32  frameBatch or frameRoll
+//	12 count     u32
+//	16 offset    i64  the batch's base offset
+//	24 timestamp i64
+//	32 propsLen  u32
+//	36 payLen    u32
+//	40 payCRC    u32  CRC32C of the payload
+//	44 hdrCRC    u32  CRC32C of bytes 0..44
+//	48 properties (u16 key length, key, u32 value length, value)..., payload
+//	.. bodyCRC   u32  CRC32C of properties and payload
+const (
+	frameMagic  = 0x464c5453 // "STLF"
+	frameHdr    = 48
+	frameBatch  = 0
+	frameRoll   = 1
+	rollFrameSz = frameHdr + 4
+)
+
+var startTime = time.Now()
+
+const tmpGrace = 10 * time.Minute
+
+type frame struct {
+	kind  uint32
+	b     stream.Batch
+	bytes int // the frame's length
+}
+
+func encodeFrame(kind uint32, off int64, b stream.Batch, payCRC uint32) []byte {
+	props := 0
+	keys := make([]string, 0, len(b.Properties))
+	for k, v := range b.Properties {
+		props += 2 + len(k) + 4 + len(v)
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	n := frameHdr + props + len(b.Payload) + 4
+	p := make([]byte, frameHdr, n)
+	le := binary.LittleEndian
+	le.PutUint32(p[0:], frameMagic)
+	le.PutUint32(p[4:], uint32(n))
+	le.PutUint32(p[8:], kind)
+	le.PutUint32(p[12:], b.Count)
+	le.PutUint64(p[16:], uint64(off))
+	le.PutUint64(p[24:], uint64(b.Timestamp))
+	le.PutUint32(p[32:], uint32(props))
+	le.PutUint32(p[36:], uint32(len(b.Payload)))
+	le.PutUint32(p[40:], payCRC)
+	le.PutUint32(p[44:], crc32.Checksum(p[:44], logTable))
+	for _, k := range keys {
+		p = le.AppendUint16(p, uint16(len(k)))
+		p = append(p, k...)
+		p = le.AppendUint32(p, uint32(len(b.Properties[k])))
+		p = append(p, b.Properties[k]...)
+	}
+	body := stream.CombineChecksum(crc32.Checksum(p[frameHdr:], logTable), payCRC, len(b.Payload))
+	p = append(p, b.Payload...)
+	return le.AppendUint32(p, body)
+}
+
+// frameHeader checks a frame's header and returns its length, kind,
+// offset and count; ok is false for anything that is not a whole header
+// (zeros past the end, a torn write).
+func frameHeader(h []byte) (length int, kind uint32, off int64, count uint32, ok bool) {
+	le := binary.LittleEndian
+	if len(h) < frameHdr || le.Uint32(h[0:]) != frameMagic || crc32.Checksum(h[:44], logTable) != le.Uint32(h[44:]) {
+		return 0, 0, 0, 0, false
+	}
+	length = int(le.Uint32(h[4:]))
+	if length != frameHdr+int(le.Uint32(h[32:]))+int(le.Uint32(h[36:]))+4 {
+		return 0, 0, 0, 0, false
+	}
+	return length, le.Uint32(h[8:]), int64(le.Uint64(h[16:])), le.Uint32(h[12:]), true
+}
+
+// decodeFrame decodes a whole frame whose header frameHeader accepted; ok
+// is false if its body does not check (a torn write).
+func decodeFrame(p []byte) (frame, bool) {
+	le := binary.LittleEndian
+	props, payLen, payCRC := int(le.Uint32(p[32:])), int(le.Uint32(p[36:])), le.Uint32(p[40:])
+	pb := p[frameHdr : frameHdr+props]
+	pay := p[frameHdr+props : frameHdr+props+payLen]
+	got := stream.Checksum(pay)
+	if got != payCRC || stream.CombineChecksum(crc32.Checksum(pb, logTable), got, payLen) != le.Uint32(p[len(p)-4:]) {
+		return frame{}, false
+	}
+	f := frame{kind: le.Uint32(p[8:]), bytes: len(p), b: stream.Batch{
+		Count: le.Uint32(p[12:]), BaseOffset: int64(le.Uint64(p[16:])), Timestamp: int64(le.Uint64(p[24:])),
+		Payload: pay,
+	}}
+	for len(pb) > 0 {
+		if len(pb) < 2 {
+			return frame{}, false
+		}
+		kl := int(le.Uint16(pb))
+		if len(pb) < 2+kl+4 {
+			return frame{}, false
+		}
+		k := string(pb[2 : 2+kl])
+		vl := int(le.Uint32(pb[2+kl:]))
+		if len(pb) < 6+kl+vl {
+			return frame{}, false
+		}
+		if f.b.Properties == nil {
+			f.b.Properties = map[string]string{}
+		}
+		f.b.Properties[k] = string(pb[6+kl : 6+kl+vl])
+		pb = pb[6+kl+vl:]
+	}
+	return f, true
+}
+
+// span is one open's part of the log: offsets [first, end), in segments
+// seq 0.. of open n; sealed when its seal is read (end final).
+type span struct {
+	n          int64
+	first, end int64
+	sealed     bool
+	seq, pos   int64    // just past its last valid frame
+	segFirst   []int64  // first offset of each segment seq (as far as scanned)
+	idx        []idxEnt // sparse index, by offset (empty: not read yet)
+}
+
+type idxEnt struct {
+	off      int64
+	seq, pos int64
+}
+
+const idxEvery = 1 << 20
+
+// logState is a stream directory as read: its opens and where each ends.
+type logState struct {
+	deleted   bool
+	last      int64 // the last open record's n
+	lastEpoch uint64
+	spans     []*span // opens 1..last that hold data or may (open 0 is the create)
+	start     int64   // the start offset
+	end       int64   // the end of the log as read
+	liveTrim  int64   // the trim record of the last open, if unsealed
+}
+
+// load reads a stream directory. Every open below the last without a seal
+// is sealed (whoever sees o.<n+1> may seal open n); the last open is
+// scanned to its valid end but not sealed.
+func (s *LogStore) load(dir, name string, _ bool) (*logState, error) {
+	ents, err := os.ReadDir(dir)
+	s.stats.lists.Add(1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, s.noDir(name)
+	}
+	if err != nil {
+		return nil, s.unavailable("read", name, err)
+	}
+	opens := map[int64]bool{}
+	seals := map[int64]bool{}
+	trims := map[int64]bool{}
+	last := int64(-1)
+	for _, e := range ents {
+		n := e.Name()
+		if len(n) < 3 || n[1] != '.' {
+			continue
+		}
+		k, err := strconv.ParseInt(strings.SplitN(n[2:], ".", 2)[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch n[0] {
+		case 'o':
+			opens[k] = true
+			last = max(last, k)
+		case 'z':
+			seals[k] = true
+		case 't':
+			trims[k] = true
+		}
+	}
+	if last < 0 {
+		return nil, fmt.Errorf("%w: stream %q", stream.ErrNotFound, name)
+	}
+	st := &logState{last: last}
+	rec, err := s.readOpen(dir, name, last)
+	if err != nil {
+		return nil, err
+	}
+	if rec.kind == recDelete {
+		st.deleted = true
+		return st, nil
+	}
+	st.lastEpoch = rec.epoch
+	var prev seal // open 0: empty
+	for k := int64(1); k <= last; k++ {
+		if !opens[k] {
+			return nil, fmt.Errorf("%w: stream %q: open record %d of %d missing", stream.ErrCorrupt, name, k, last)
+		}
+		sp := &span{n: k, first: prev.end}
+		switch {
+		case seals[k]:
+			z, err := s.readSeal(dir, name, k)
+			if err != nil {
+				return nil, err
+			}
+			if z.end < prev.end || z.start < prev.start {
+				return nil, fmt.Errorf("%w: stream %q: seal of open %d goes back", stream.ErrCorrupt, name, k)
+			}
+			sp.end, sp.sealed, sp.seq, sp.pos = z.end, true, z.seq, z.pos
+			prev = z
+		default:
+			if err := s.scan(dir, name, sp, -1); err != nil {
+				return nil, err
+			}
+			tr := prev.start
+			if trims[k] {
+				t, err := s.readTrim(dir, name, k)
+				if err != nil {
+					return nil, err
+				}
+				tr = max(tr, min(t.start, sp.end))
+			}
+			z := seal{end: sp.end, start: tr, seq: sp.seq, pos: sp.pos}
+			if k < last {
+				// o.<k+1> exists and was made before this scan: seal.
+				if z, err = s.putSeal(dir, name, k, z); err != nil {
+					return nil, err
+				}
+				sp.end, sp.sealed, sp.seq, sp.pos = z.end, true, z.seq, z.pos
+			} else {
+				st.liveTrim = tr
+			}
+			prev = z
+		}
+		st.spans = append(st.spans, sp)
+	}
+	st.start, st.end = prev.start, prev.end
+	return st, nil
+}
+
+// readRecord reads the record file of a stream directory, of fields
+// 8-byte fields: ok is false if it is not there.
+func (s *LogStore) readRecord(dir, name, file string, fields int) (f []uint64, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	s.stats.gets.Add(1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, s.unavailable("read", name, err)
+	}
+	if f, err = decodeRecord(b, fields); err != nil {
+		return nil, false, fmt.Errorf("stream %q: %s: %w", name, file, err)
+	}
+	return f, true, nil
+}
+
+func (s *LogStore) readOpen(dir, name string, n int64) (openRec, error) {
+	f, ok, err := s.readRecord(dir, name, openName(n), 2)
+	switch {
+	case err != nil:
+		return openRec{}, err
+	case !ok:
+		return openRec{}, fmt.Errorf("%w: stream %q", stream.ErrNotFound, name)
+	case f[0] > recDelete:
+		return openRec{}, fmt.Errorf("%w: stream %q: %s: open record of kind %d", stream.ErrCorrupt, name, openName(n), f[0])
+	}
+	return openRec{kind: byte(f[0]), epoch: f[1]}, nil
+}
+
+func (s *LogStore) readSeal(dir, name string, n int64) (seal, error) {
+	f, ok, err := s.readRecord(dir, name, sealName(n), 4)
+	switch {
+	case err != nil:
+		return seal{}, err
+	case !ok:
+		return seal{}, fmt.Errorf("%w: stream %q", stream.ErrNotFound, name)
+	}
+	return seal{end: int64(f[0]), start: int64(f[1]), seq: int64(f[2]), pos: int64(f[3])}, nil
+}
+
+// trimRec is a trim record t.<n>: the new start, and the segment of open
+// n that holds it (keepSeq, whose first frame is at keepFirst): the
+// segments below keepSeq may be gone.
+type trimRec struct {
+	start, keepSeq, keepFirst int64
+}
+
+func (s *LogStore) readTrim(dir, name string, n int64) (trimRec, error) {
+	f, ok, err := s.readRecord(dir, name, trimName(n), 3)
+	if err != nil || !ok {
+		return trimRec{}, err
+	}
+	return trimRec{start: int64(f[0]), keepSeq: int64(f[1]), keepFirst: int64(f[2])}, nil
+}
+
+// putSeal records z as open n's seal unless another seal is there first;
+// it returns the seal that holds. Open n's segments are flushed first: the
+// read behind z may have seen frames their writer had not yet synced (it
+// never acknowledged them), and a seal must not outlive, in a power loss,
+// a frame below it.
+func (s *LogStore) putSeal(dir, name string, n int64, z seal) (seal, error) {
+	if err := s.syncSegments(dir, n, z.seq); err != nil {
+		return seal{}, s.unavailable("seal", name, err)
+	}
+	err := s.writeFile(dir, sealName(n), encodeSeal(z), true)
+	if errors.Is(err, fs.ErrExist) {
+		return s.readSeal(dir, name, n)
+	}
+	if err != nil {
+		return seal{}, s.unavailable("seal", name, err)
+	}
+	return z, nil
+}
+
+// syncSegments fdatasyncs open n's segments 0..seq that are still there
+// (unless NoFsync).
+func (s *LogStore) syncSegments(dir string, n, seq int64) error {
+	if s.opts.NoFsync {
+		return nil
+	}
+	for k := int64(0); k <= seq; k++ {
+		f, err := os.Open(filepath.Join(dir, segName(n, k)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // trimmed away
+		}
+		if err != nil {
+			return err
+		}
+		err = fdatasync(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan extends sp from (sp.seq, sp.pos) over the valid frames of open
+// sp.n, up to offset limit (-1: to the first invalid frame), filling its
+// index. It stops at the first frame that is not whole and valid, or that
+// does not continue the offsets: what follows is the debris of appends
+// that were never acknowledged.
+func (s *LogStore) scan(dir, name string, sp *span, limit int64) error {
+	if sp.end < sp.first {
+		sp.end = sp.first
+	}
+	var hdr [frameHdr]byte
+	for limit < 0 || sp.end < limit {
+		f, err := os.Open(filepath.Join(dir, segName(sp.n, sp.seq)))
+		if errors.Is(err, fs.ErrNotExist) {
+			// Not made yet, or removed by a trim of open sp.n: its record
+			// (written before the removal) names the segment holding its
+			// start, where the log goes on.
+			tr, err := s.readTrim(dir, name, sp.n)
+			if err != nil {
+				return err
+			}
+			if tr.keepSeq <= sp.seq {
+				return nil
+			}
+			if tr.keepFirst < sp.end {
+				return fmt.Errorf("%w: stream %q: open %d: trim record keeps segment %d from %d, below %d", stream.ErrCorrupt, name, sp.n, tr.keepSeq, tr.keepFirst, sp.end)
+			}
+			sp.seq, sp.pos, sp.end = tr.keepSeq, 0, tr.keepFirst
+			for int64(len(sp.segFirst)) < sp.seq {
+				sp.segFirst = append(sp.segFirst, tr.keepFirst)
+			}
+			continue
+		}
+		if err != nil {
+			return s.unavailable("read", name, err)
+		}
+		if len(sp.segFirst) <= int(sp.seq) {
+			sp.segFirst = append(sp.segFirst, sp.end)
+			sp.idx = append(sp.idx, idxEnt{off: sp.end, seq: sp.seq, pos: sp.pos})
+		}
+		rolled := false
+		lastIdx := sp.pos
+		for limit < 0 || sp.end < limit {
+			n, err := f.ReadAt(hdr[:], sp.pos)
+			s.stats.gets.Add(1)
+			if n < frameHdr {
+				if err != nil && !errors.Is(err, io.EOF) {
+					f.Close()
+					return s.unavailable("read", name, err)
+				}
+				break
+			}
+			length, kind, off, count, ok := frameHeader(hdr[:])
+			if !ok || off != sp.end || (kind == frameBatch && count == 0) || kind > frameRoll {
+				break
+			}
+			body := make([]byte, length)
+			if n, err := f.ReadAt(body, sp.pos); n < length {
+				if err != nil && !errors.Is(err, io.EOF) {
+					f.Close()
+					return s.unavailable("read", name, err)
+				}
+				break
+			}
+			s.stats.read.Add(int64(length))
+			if _, ok := decodeFrame(body); !ok {
+				break
+			}
+			if sp.pos-lastIdx >= idxEvery {
+				sp.idx = append(sp.idx, idxEnt{off: sp.end, seq: sp.seq, pos: sp.pos})
+				lastIdx = sp.pos
+			}
+			sp.pos += int64(length)
+			if kind == frameRoll {
+				rolled = true
+				break
+			}
+			sp.end += int64(count)
+		}
+		f.Close()
+		if !rolled {
+			return nil
+		}
+		sp.seq++
+		sp.pos = 0
+	}
+	return nil
+}
+
+// logStream is one session on a LogStore stream.
+type logStream struct {
+	s     *LogStore
+	name  string
+	dir   string
+	mode  stream.Mode
+	epoch uint64
+
+	mu     sync.Mutex
+	closed bool
+	st     *logState // the opens as read (read-only sessions refresh it)
+
+	// Writer (read-write sessions): open n's segments.
+	n       int64
+	dirf    *os.File
+	next    int64 // the next offset to assign
+	start   int64
+	failed  error // set once: every later append and trim fails with it
+	queue   []*logAppend
+	kick    chan struct{}
+	done    chan struct{}
+	cur     *os.File // the segment being written, nil before the first append
+	own     *span
+	alloc   int64
+	flushed sync.WaitGroup
+	stop    sync.Once
+	retired []*os.File // segments rolled from in the group being written
+}
+
+type logAppend struct {
+	frame    []byte
+	base     int64
+	next     int64
+	complete func(stream.AppendResult, error)
+}
+
+func (s *LogStore) openReader(name string) (*logStream, error) {
+	dir := s.dir(name)
+	st, err := s.load(dir, name, false)
+	if err != nil {
+		return nil, err
+	}
+	if st.deleted {
+		return nil, fmt.Errorf("%w: stream %q", stream.ErrNotFound, name)
+	}
+	return &logStream{s: s, name: name, dir: dir, mode: stream.ModeReadOnly, st: st}, nil
+}
+
+// openWriter claims the next open record at epoch, then seals the open
+// before it (read after the claim: W1's fence).
+func (s *LogStore) openWriter(name string, epoch uint64) (*logStream, error) {
+	dir := s.dir(name)
+	st, err := s.load(dir, name, true)
+	if err != nil {
+		return nil, err
+	}
+	if st.deleted {
+		return nil, fmt.Errorf("%w: stream %q", stream.ErrNotFound, name)
+	}
+	if epoch < st.lastEpoch {
+		return nil, fmt.Errorf("%w: open %q at epoch %d: stream is at epoch %d", stream.ErrFenced, name, epoch, st.lastEpoch)
+	}
+	n := st.last + 1
+	if err := s.writeFile(dir, openName(n), encodeOpen(openRec{kind: recOpen, epoch: epoch}), true); err != nil {
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist) {
+			return nil, errRetry
+		}
+		return nil, s.unavailable("open", name, err)
+	}
+	// Seal the open before ours: read after our claim, so it holds every
+	// append that open's session acknowledged.
+	if k := len(st.spans); k > 0 && !st.spans[k-1].sealed {
+		sp := st.spans[k-1]
+		if err := s.scan(dir, name, sp, -1); err != nil {
+			return nil, err
+		}
+		tr, err := s.readTrim(dir, name, sp.n)
+		if err != nil {
+			return nil, err
+		}
+		z := seal{end: sp.end, start: max(st.liveTrim, min(tr.start, sp.end)), seq: sp.seq, pos: sp.pos}
+		if z, err = s.putSeal(dir, name, sp.n, z); err != nil {
+			return nil, err
+		}
+		sp.end, sp.sealed, sp.seq, sp.pos = z.end, true, z.seq, z.pos
+		st.start, st.end = z.start, z.end
+	}
+	dirf, err := os.Open(dir)
+	if err != nil {
+		return nil, s.unavailable("open", name, err)
+	}
+	st.last, st.lastEpoch = n, epoch
+	own := &span{n: n, first: st.end, end: st.end, sealed: false}
+	st.spans = append(st.spans, own)
+	ls := &logStream{
+		s: s, name: name, dir: dir, mode: stream.ModeReadWrite, epoch: epoch, st: st,
+		n: n, dirf: dirf, next: st.end, start: st.start, own: own,
+		kick: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	if !s.register(ls) {
+		dirf.Close()
+		return nil, fmt.Errorf("%w: log store %s", stream.ErrClosed, s.root)
+	}
+	go ls.writer()
+	return ls, nil
+}
+
+func (ls *logStream) Name() string  { return ls.name }
+func (ls *logStream) Epoch() uint64 { return ls.epoch }
+
+func (ls *logStream) usable() error {
+	if ls.closed {
+		return fmt.Errorf("%w: stream %q", stream.ErrClosed, ls.name)
+	}
+	return ls.s.check()
+}
+
+// Append implements stream.DriverStream: the batch is encoded (copied)
+// now, written by the session's writer goroutine with the others queued
+// meanwhile, and acknowledged after their fdatasync and the fence check.
+func (ls *logStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
+	crc := stream.Checksum(b.Payload)
+	if b.PayloadChecksumSet && b.PayloadChecksum != crc {
+		return stream.FailedAppend(fmt.Errorf("%w: append to %q: the supplied payload checksum does not match the payload", stream.ErrCorrupt, ls.name))
+	}
+	if err := ls.s.info.CheckBatch(b); err != nil {
+		return stream.FailedAppend(err)
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if err := ls.usable(); err != nil {
+		return stream.FailedAppend(err)
+	}
+	if ls.mode != stream.ModeReadWrite {
+		return stream.FailedAppend(fmt.Errorf("%w: append on %q: stream is open read-only", stream.ErrInvalidArgument, ls.name))
+	}
+	if ls.failed != nil {
+		return stream.FailedAppend(ls.failed)
+	}
+	fut, complete := stream.NewAppendFuture()
+	a := &logAppend{frame: encodeFrame(frameBatch, ls.next, b, crc), base: ls.next, complete: complete}
+	ls.next += int64(b.Count)
+	a.next = ls.next
+	ls.queue = append(ls.queue, a)
+	ls.flushed.Add(1)
+	select {
+	case ls.kick <- struct{}{}:
+	default:
+	}
+	return fut
+}
+
+// writer writes the queued appends of a read-write session, a group at a
+// time: the frames, one fdatasync per segment written, the fence check,
+// then the acknowledgements in order.
+func (ls *logStream) writer() {
+	defer close(ls.done)
+	for range ls.kick {
+		ls.mu.Lock()
+		group := ls.queue
+		ls.queue = nil
+		failed := ls.failed
+		ls.mu.Unlock()
+		if len(group) == 0 {
+			continue
+		}
+		err := failed
+		if err == nil {
+			err = ls.writeGroup(group)
+		}
+		if err != nil {
+			ls.mu.Lock()
+			if ls.failed == nil {
+				ls.failed = err
+			}
+			err = ls.failed
+			ls.mu.Unlock()
+		}
+		for _, a := range group {
+			if err != nil {
+				a.complete(stream.AppendResult{}, err)
+			} else {
+				a.complete(stream.AppendResult{BaseOffset: a.base, NextOffset: a.next}, nil)
+			}
+			ls.flushed.Done()
+		}
+	}
+}
+
+func (ls *logStream) writeGroup(group []*logAppend) error {
+	s := ls.s
+	var buf []byte
+	var touched []*os.File
+	pos := ls.own.pos
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		if need := pos + int64(len(buf)); need > ls.alloc {
+			n := max(s.opts.PreallocBytes, need-ls.alloc)
+			if err := preallocate(ls.cur, ls.alloc, n); err == nil {
+				ls.alloc += n
+			}
+		}
+		if _, err := ls.cur.WriteAt(buf, pos); err != nil {
+			return err
+		}
+		s.stats.written.Add(int64(len(buf)))
+		pos += int64(len(buf))
+		buf = buf[:0]
+		if !slices.Contains(touched, ls.cur) {
+			touched = append(touched, ls.cur)
+		}
+		return nil
+	}
+	for _, a := range group {
+		if ls.cur == nil {
+			if err := ls.newSegment(0, a.base); err != nil {
+				return s.unavailable("append", ls.name, err)
+			}
+			pos = 0
+		} else if pos+int64(len(buf)+len(a.frame)+rollFrameSz) > s.opts.SegmentBytes && pos+int64(len(buf)) > 0 {
+			buf = append(buf, encodeFrame(frameRoll, a.base, stream.Batch{}, stream.Checksum(nil))...)
+			if err := flush(); err != nil {
+				return s.unavailable("append", ls.name, err)
+			}
+			if err := ls.newSegment(ls.own.seq+1, a.base); err != nil {
+				return s.unavailable("append", ls.name, err)
+			}
+			pos = 0
+		}
+		if pos+int64(len(buf))-ls.lastIdxPos() >= idxEvery {
+			if err := flush(); err != nil {
+				return s.unavailable("append", ls.name, err)
+			}
+			ls.mu.Lock()
+			ls.own.idx = append(ls.own.idx, idxEnt{off: a.base, seq: ls.own.seq, pos: pos})
+			ls.mu.Unlock()
+		}
+		buf = append(buf, a.frame...)
+	}
+	if err := flush(); err != nil {
+		return s.unavailable("append", ls.name, err)
+	}
+	if !s.opts.NoFsync {
+		for _, f := range touched {
+			if err := fdatasync(f); err != nil {
+				return s.unavailable("append", ls.name, err)
+			}
+		}
+	}
+	for _, f := range ls.retired {
+		f.Close()
+	}
+	ls.retired = nil
+	s.stats.puts.Add(1)
+	if err := ls.fenced(); err != nil {
+		return err
+	}
+	ls.mu.Lock()
+	ls.own.pos = pos
+	ls.own.end = group[len(group)-1].next
+	ls.mu.Unlock()
+	return nil
+}
+
+func (ls *logStream) lastIdxPos() int64 {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if i := ls.own.idx; len(i) > 0 && i[len(i)-1].seq == ls.own.seq {
+		return i[len(i)-1].pos
+	}
+	return 0
+}
+
+// newSegment makes segment seq of the session's open and makes it
+// current; its name is durable before any frame in it is acknowledged.
+func (ls *logStream) newSegment(seq, first int64) error {
+	fd, err := unix.Openat(int(ls.dirf.Fd()), segName(ls.n, seq), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(ls.dir, segName(ls.n, seq)))
+	alloc := int64(0)
+	if preallocate(f, 0, ls.s.opts.PreallocBytes) == nil {
+		alloc = ls.s.opts.PreallocBytes
+	}
+	if !ls.s.opts.NoFsync {
+		if err := f.Sync(); err == nil {
+			err = ls.dirf.Sync()
+		}
+		if err != nil {
+			f.Close()
+			return err
+		}
+	}
+	ls.mu.Lock()
+	if ls.cur != nil {
+		ls.retired = append(ls.retired, ls.cur) // synced and closed by writeGroup
+	}
+	ls.cur, ls.alloc = f, alloc
+	ls.own.seq, ls.own.pos = seq, 0
+	ls.own.segFirst = append(ls.own.segFirst, first)
+	ls.own.idx = append(ls.own.idx, idxEnt{off: first, seq: seq, pos: 0})
+	ls.mu.Unlock()
+	return nil
+}
+
+// fenced is the check after every fdatasync: a later open record, or the
+// stream deleted (its segment unlinked, or its directory gone).
+func (ls *logStream) fenced() error {
+	var st unix.Stat_t
+	err := unix.Fstatat(int(ls.dirf.Fd()), openName(ls.n+1), &st, unix.AT_SYMLINK_NOFOLLOW)
+	ls.s.stats.heads.Add(1)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: stream %q: session at epoch %d superseded by a later open", stream.ErrFenced, ls.name, ls.epoch)
+	case !errors.Is(err, unix.ENOENT):
+		return ls.s.unavailable("append", ls.name, err)
+	}
+	if ls.cur != nil {
+		if err := unix.Fstat(int(ls.cur.Fd()), &st); err != nil {
+			return ls.s.unavailable("append", ls.name, err)
+		}
+		if st.Nlink == 0 {
+			return fmt.Errorf("%w: stream %q was deleted", stream.ErrFenced, ls.name)
+		}
+	} else if err := unix.Fstatat(int(ls.dirf.Fd()), openName(ls.n), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("%w: stream %q was deleted", stream.ErrFenced, ls.name)
+	}
+	// The directory must still be where the store looks for it: a root
+	// moved away or unmounted is the backend gone (what the session wrote
+	// since is not acknowledged).
+	var at, held unix.Stat_t
+	if err := unix.Stat(ls.dir, &at); err != nil {
+		return ls.s.unavailable("append", ls.name, err)
+	}
+	if err := unix.Fstat(int(ls.dirf.Fd()), &held); err != nil {
+		return ls.s.unavailable("append", ls.name, err)
+	}
+	if at.Ino != held.Ino || at.Dev != held.Dev {
+		return ls.s.unavailable("append", ls.name, errors.New("the stream directory was replaced"))
+	}
+	return nil
+}
+
+// refresh brings a read-only session's view up to date: the last open
+// scanned further, and, if a later open appeared, everything read again.
+// What the extension shows is kept only if no later open record exists
+// after the scan (a seal made after that cannot end below it).
+func (ls *logStream) refresh() error {
+	st := ls.st
+	if k := len(st.spans); k > 0 && !st.spans[k-1].sealed {
+		sp := *st.spans[k-1]
+		sp.idx = slices.Clone(sp.idx)
+		sp.segFirst = slices.Clone(sp.segFirst)
+		if err := ls.s.scan(ls.dir, ls.name, &sp, -1); err != nil {
+			return err
+		}
+		tr, err := ls.s.readTrim(ls.dir, ls.name, sp.n)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(ls.dir, openName(st.last+1))); errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(filepath.Join(ls.dir, openName(st.last))); err == nil {
+				*st.spans[k-1] = sp
+				st.end = sp.end
+				st.start = max(st.start, min(tr.start, sp.end))
+				return nil
+			}
+		}
+	}
+	nst, err := ls.s.load(ls.dir, ls.name, false)
+	if err != nil {
+		return err
+	}
+	if nst.deleted {
+		return fmt.Errorf("%w: stream %q was deleted", stream.ErrNotFound, ls.name)
+	}
+	nst.start = max(nst.start, nst.liveTrim)
+	ls.st = nst
+	return nil
+}
+
+// Fetch implements stream.DriverStream.
+func (ls *logStream) Fetch(ctx context.Context, start, end int64, maxBytes int) ([]stream.Batch, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if err := ls.usable(); err != nil {
+		return nil, err
+	}
+	if end < start {
+		return nil, fmt.Errorf("%w: fetch %q: end %d < start %d", stream.ErrInvalidArgument, ls.name, end, start)
+	}
+	if maxBytes <= 0 || maxBytes > ls.s.info.MaxFetchBytes {
+		maxBytes = ls.s.info.MaxFetchBytes
+	}
+	lo, hi := ls.bounds()
+	if ls.mode == stream.ModeReadOnly && (start >= hi || start < lo) {
+		if err := ls.refresh(); err != nil {
+			return nil, err
+		}
+		lo, hi = ls.bounds()
+	}
+	if start < lo || start > hi {
+		return nil, fmt.Errorf("%w: fetch %q at %d: stream holds [%d, %d)", stream.ErrOffsetOutOfRange, ls.name, start, lo, hi)
+	}
+	var out []stream.Batch
+	size := 0
+	for _, sp := range ls.st.spans {
+		if len(out) > 0 && (size >= maxBytes) {
+			break
+		}
+		spEnd := sp.end
+		if start >= spEnd || sp.first >= end || sp.first >= hi {
+			continue
+		}
+		bs, err := ls.readSpan(sp, max(start, sp.first), min(end, spEnd, hi), maxBytes-size, len(out) == 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			size += b.Size()
+			start = b.EndOffset()
+		}
+		out = append(out, bs...)
+		if len(bs) == 0 || start < min(end, spEnd, hi) {
+			break // the byte budget ran out inside this span
+		}
+	}
+	return out, nil
+}
+
+// bounds is the readable range: [start, next acknowledged).
+func (ls *logStream) bounds() (int64, int64) {
+	if ls.mode == stream.ModeReadWrite {
+		return ls.start, ls.own.end
+	}
+	return ls.st.start, ls.st.end
+}
+
+// readSpan reads the batches of sp overlapping [from, to), up to budget
+// bytes (at least one batch if first).
+func (ls *logStream) readSpan(sp *span, from, to int64, budget int, first bool) ([]stream.Batch, error) {
+	if len(sp.idx) == 0 {
+		// A span sealed by another process: index it once.
+		c := &span{n: sp.n, first: sp.first}
+		if err := ls.s.scan(ls.dir, ls.name, c, sp.end); err != nil {
+			return nil, err
+		}
+		if c.end < min(sp.end, to) {
+			// Short of the seal: a segment trimmed away meanwhile, or a
+			// frame below the seal that no longer checks, which the read
+			// below reports as ErrCorrupt when it reaches it.
+			if _, err := os.Stat(filepath.Join(ls.dir, segName(sp.n, c.seq))); err != nil {
+				return nil, ls.missing(sp, from)
+			}
+		}
+		if len(c.idx) == 0 {
+			return nil, ls.missing(sp, from)
+		}
+		sp.idx, sp.segFirst = c.idx, c.segFirst
+	}
+	i := sort.Search(len(sp.idx), func(i int) bool { return sp.idx[i].off > from }) - 1
+	if i < 0 {
+		i = 0
+	}
+	seq, pos, off := sp.idx[i].seq, sp.idx[i].pos, sp.idx[i].off
+	var out []stream.Batch
+	size := 0
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	var hdr [frameHdr]byte
+	for off < to {
+		if f == nil {
+			var err error
+			if f, err = os.Open(filepath.Join(ls.dir, segName(sp.n, seq))); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil, ls.missing(sp, from)
+				}
+				return nil, ls.s.unavailable("fetch", ls.name, err)
+			}
+		}
+		if _, err := f.ReadAt(hdr[:], pos); err != nil {
+			return nil, ls.corrupt(sp, off, err)
+		}
+		length, kind, foff, count, ok := frameHeader(hdr[:])
+		if !ok || foff != off {
+			return nil, ls.corrupt(sp, off, errors.New("bad frame header"))
+		}
+		if kind == frameRoll {
+			f.Close()
+			f = nil
+			seq, pos = seq+1, 0
+			continue
+		}
+		if off+int64(count) <= from {
+			pos += int64(length)
+			off += int64(count)
+			continue
+		}
+		body := make([]byte, length)
+		if _, err := f.ReadAt(body, pos); err != nil {
+			return nil, ls.corrupt(sp, off, err)
+		}
+		ls.s.stats.gets.Add(1)
+		ls.s.stats.read.Add(int64(length))
+		fr, ok := decodeFrame(body)
+		if !ok {
+			return nil, ls.corrupt(sp, off, errors.New("frame checksum mismatch"))
+		}
+		if (len(out) > 0 || !first) && size+fr.b.Size() > budget {
+			break
+		}
+		out = append(out, fr.b)
+		size += fr.b.Size()
+		pos += int64(length)
+		off += int64(count)
+		if size >= budget {
+			break
+		}
+	}
+	return out, nil
+}
+
+// missing is the error of a read that found a segment gone: trimmed away
+// (out of range now), or the stream deleted.
+func (ls *logStream) missing(sp *span, off int64) error {
+	if ls.mode == stream.ModeReadOnly {
+		if err := ls.refresh(); err != nil {
+			return err
+		}
+	}
+	lo, hi := ls.bounds()
+	if off < lo {
+		return fmt.Errorf("%w: fetch %q at %d: stream holds [%d, %d)", stream.ErrOffsetOutOfRange, ls.name, off, lo, hi)
+	}
+	return fmt.Errorf("%w: fetch %q at %d: segment of open %d gone", stream.ErrUnavailable, ls.name, off, sp.n)
+}
+
+func (ls *logStream) corrupt(sp *span, off int64, err error) error {
+	if errors.Is(err, io.EOF) {
+		err = errors.New("segment ends early")
+	}
+	return fmt.Errorf("%w: stream %q: open %d at offset %d: %v", stream.ErrCorrupt, ls.name, sp.n, off, err)
+}
+
+// Trim implements stream.DriverStream: the trim record, then the fence
+// check (a trim that passes it is in the start any later opener seals),
+// then the segments wholly below the new start are removed.
+func (ls *logStream) Trim(ctx context.Context, newStart int64) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if err := ls.usable(); err != nil {
+		return err
+	}
+	if ls.mode != stream.ModeReadWrite {
+		return fmt.Errorf("%w: trim on %q: stream is open read-only", stream.ErrInvalidArgument, ls.name)
+	}
+	if ls.failed != nil && errors.Is(ls.failed, stream.ErrFenced) {
+		return ls.failed
+	}
+	if newStart > ls.own.end {
+		// Past the acknowledged end (appends still in flight do not count).
+		return fmt.Errorf("%w: trim %q to %d: the log ends at %d", stream.ErrOffsetOutOfRange, ls.name, newStart, ls.own.end)
+	}
+	if newStart <= ls.start {
+		return ls.fenced()
+	}
+	keep := ls.keepSeq(newStart)
+	keepFirst := ls.own.first
+	if keep < int64(len(ls.own.segFirst)) {
+		keepFirst = ls.own.segFirst[keep]
+	}
+	if err := ls.s.writeFile(ls.dir, trimName(ls.n), encodeRecord(uint64(newStart), uint64(keep), uint64(keepFirst)), false); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: stream %q was deleted", stream.ErrFenced, ls.name)
+		}
+		return ls.s.unavailable("trim", ls.name, err)
+	}
+	if err := ls.fenced(); err != nil {
+		return err
+	}
+	ls.start = newStart
+	ls.removeBelow(newStart, keep)
+	return nil
+}
+
+// keepSeq is the segment of the session's own open that holds offset
+// off: those below it hold only offsets below off. ls.mu is held.
+func (ls *logStream) keepSeq(off int64) int64 {
+	seq := int64(0)
+	for seq+1 < int64(len(ls.own.segFirst)) && ls.own.segFirst[seq+1] <= off {
+		seq++
+	}
+	return seq
+}
+
+// removeBelow deletes the segments that hold only offsets below off: the
+// own open's below keepSeq (never the current one), and every earlier
+// open's that ends at or below off. ls.mu is held.
+func (ls *logStream) removeBelow(off, keepSeq int64) {
+	keep := ls.st.spans[:0]
+	for _, sp := range ls.st.spans {
+		if sp == ls.own {
+			for seq := range keepSeq {
+				if os.Remove(filepath.Join(ls.dir, segName(sp.n, seq))) == nil {
+					ls.s.stats.deletes.Add(1)
+				}
+			}
+			keep = append(keep, sp)
+			continue
+		}
+		if sp.end <= off {
+			ents, _ := os.ReadDir(ls.dir)
+			prefix := fmt.Sprintf("d.%020d.", sp.n)
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), prefix) && os.Remove(filepath.Join(ls.dir, e.Name())) == nil {
+					ls.s.stats.deletes.Add(1)
+				}
+			}
+			continue
+		}
+		keep = append(keep, sp)
+	}
+	ls.st.spans = keep
+}
+
+// StartOffset implements stream.DriverStream.
+func (ls *logStream) StartOffset() int64 {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.mode == stream.ModeReadOnly && !ls.closed {
+		_ = ls.refresh()
+	}
+	lo, _ := ls.bounds()
+	return lo
+}
+
+// NextOffset implements stream.DriverStream.
+func (ls *logStream) NextOffset() int64 {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.mode == stream.ModeReadWrite {
+		return ls.next
+	}
+	if !ls.closed {
+		_ = ls.refresh()
+	}
+	_, hi := ls.bounds()
+	return hi
+}
+
+// Close implements stream.DriverStream: it waits for the appends in
+// flight.
+func (ls *logStream) Close() error {
+	ls.mu.Lock()
+	if ls.closed {
+		ls.mu.Unlock()
+		return fmt.Errorf("%w: stream %q", stream.ErrClosed, ls.name)
+	}
+	ls.closed = true
+	ls.mu.Unlock()
+	if ls.mode != stream.ModeReadWrite {
+		return nil
+	}
+	ls.flushed.Wait()
+	ls.shutdown()
+	ls.s.unregister(ls)
+	return nil
+}
+
+// shutdown ends the writer goroutine once the queue is written and closes
+// the session's files.
+func (ls *logStream) shutdown() {
+	ls.stop.Do(func() {
+		close(ls.kick)
+		<-ls.done
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if ls.failed == nil {
+			ls.failed = fmt.Errorf("%w: stream %q", stream.ErrClosed, ls.name)
+		}
+		if ls.cur != nil {
+			ls.cur.Close()
+		}
+		for _, f := range ls.retired {
+			f.Close()
+		}
+		ls.dirf.Close()
+	})
+}
