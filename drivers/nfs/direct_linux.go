@@ -114,3 +114,9 @@ func SharedFileSystem(dir string) string {
 	}
 	return ""
 }
+
+// punchHole frees the blocks of f's bytes [off, off+n) (they read as
+// zeros); the file keeps its size.
+func punchHole(f *os.File, off, n int64) error {
+	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+}

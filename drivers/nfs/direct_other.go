@@ -20,3 +20,7 @@ func fdatasync(f *os.File) error { return f.Sync() }
 
 // SharedFileSystem: told on Linux only.
 func SharedFileSystem(string) string { return "" }
+
+// punchHole: not on this platform (trimmed bytes stay until their segment
+// is removed).
+func punchHole(*os.File, int64, int64) error { return syscall.ENOTSUP }

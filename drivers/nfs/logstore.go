@@ -68,6 +68,11 @@ type LogOptions struct {
 	// allocated (fallocate), so that an fdatasync need not commit a new
 	// file size (default 1 MiB).
 	PreallocBytes int64
+	// IndexBytes is how far apart (at most, in bytes of a segment) the
+	// frame boundaries are that a session remembers for seeks, and so
+	// the granularity at which a trim punches out what it frees (default
+	// 1 MiB).
+	IndexBytes int64
 	// NoFsync skips fdatasync and fsync: acknowledged appends are then lost
 	// with the host (tests and benchmarks only).
 	NoFsync bool
@@ -77,6 +82,7 @@ type LogOptions struct {
 const (
 	DefaultLogSegmentBytes  = 64 << 20
 	DefaultLogPreallocBytes = 1 << 20
+	DefaultLogIndexBytes    = 1 << 20
 )
 
 type logStats struct {
@@ -100,6 +106,9 @@ func NewLogStore(dir string, opts LogOptions) (*LogStore, error) {
 	}
 	if opts.PreallocBytes <= 0 {
 		opts.PreallocBytes = DefaultLogPreallocBytes
+	}
+	if opts.IndexBytes <= 0 {
+		opts.IndexBytes = DefaultLogIndexBytes
 	}
 	var tag [6]byte
 	_, _ = rand.Read(tag[:])

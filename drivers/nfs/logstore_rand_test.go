@@ -14,8 +14,8 @@ import (
 
 // TestLogStoreRandomized runs random schedules of the operations that
 // meet in a LogStore stream, on three stores over one directory (as three
-// processes), with segments of 2 KiB so that appends roll them and trims
-// remove them: appends by the owner and by sessions it fenced, takeovers
+// processes), with segments of 2 KiB and index points every 300 bytes, so
+// that appends roll segments and trims remove them and punch them out: appends by the owner and by sessions it fenced, takeovers
 // at lower, equal and higher epochs, trims, sessions dropped without
 // Close (a crash), read-only readers. After every step a fresh reader
 // checks the contract: the log is contiguous from its start, every
@@ -51,7 +51,7 @@ func logSim(t *testing.T, seed uint64, steps int) int {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 11))
 	root := t.TempDir()
-	opts := LogOptions{SegmentBytes: 2 << 10, PreallocBytes: 512, NoFsync: true}
+	opts := LogOptions{SegmentBytes: 2 << 10, PreallocBytes: 512, IndexBytes: 300, NoFsync: true}
 	var stores []*stream.Store
 	for range 3 {
 		s, err := OpenLogStore(root, opts)

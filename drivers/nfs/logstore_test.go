@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,10 +44,11 @@ func logHarness(t *testing.T, opts LogOptions) conformance.Harness {
 // TestLogStoreConformance runs the stream suite on the LogStore.
 func TestLogStoreConformance(t *testing.T) { conformance.Run(t, logHarness(t, LogOptions{})) }
 
-// TestLogStoreConformanceSmallSegments runs it with 4 KiB segments and
-// preallocation steps, so that appends roll segments and trims free them.
+// TestLogStoreConformanceSmallSegments runs it with 4 KiB segments,
+// preallocation steps and index points every 700 bytes, so that appends
+// roll segments and trims free and punch them.
 func TestLogStoreConformanceSmallSegments(t *testing.T) {
-	conformance.Run(t, logHarness(t, LogOptions{SegmentBytes: 4 << 10, PreallocBytes: 1 << 10}))
+	conformance.Run(t, logHarness(t, LogOptions{SegmentBytes: 4 << 10, PreallocBytes: 1 << 10, IndexBytes: 700}))
 }
 
 // TestConformanceStreamSetsLogStore runs the stream and SharedLog suites on
@@ -413,4 +415,141 @@ func TestLogStoreSealSurvivesPowerLoss(t *testing.T) {
 	if len(log) != 4 || string(log[3].Payload) != string(unsynced) {
 		t.Fatalf("after the cut: %d batches, want the 4 below the seal", len(log))
 	}
+}
+
+// TestLogStoreCloseRacesAppends: closing the store while appends are being
+// made fails them (ErrClosed, or ErrFenced for none), never panics, and
+// leaves every acknowledged append readable by the next owner.
+func TestLogStoreCloseRacesAppends(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	acked := map[int64]string{}
+	var mu sync.Mutex
+	for round := range 30 {
+		s, err := OpenLogStore(root, LogOptions{NoFsync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Open(ctx, "c", stream.OpenOptions{Epoch: uint64(round + 1), CreateIfMissing: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					p := fmt.Sprintf("r%d-g%d-%d", round, g, i)
+					r, err := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte(p)}).Result()
+					if err != nil {
+						if !errors.Is(err, stream.ErrClosed) {
+							t.Errorf("append racing Close: %v, want ErrClosed", err)
+						}
+						return
+					}
+					mu.Lock()
+					acked[r.BaseOffset] = p
+					mu.Unlock()
+				}
+			})
+		}
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+	}
+	s, err := OpenLogStore(root, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(ctx, "c", stream.OpenOptions{Epoch: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := readLog(t, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]string{}
+	for _, b := range log {
+		got[b.BaseOffset] = string(b.Payload)
+	}
+	for off, p := range acked {
+		if got[off] != p {
+			t.Fatalf("acked %q at %d: the log has %q", p, off, got[off])
+		}
+	}
+	if len(acked) == 0 {
+		t.Fatal("nothing was acknowledged: the test checked nothing")
+	}
+}
+
+// TestLogStoreTrimPunchesHoles: a trim frees the disk blocks of the live
+// segment below its keep point, and every reader still reads the log
+// from the new start: one opened before the trim (whose index points
+// into the punched bytes), one opened after, and a new owner that seals
+// the open whose bytes were punched.
+func TestLogStoreTrimPunchesHoles(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := OpenLogStore(root, LogOptions{IndexBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(ctx, "p", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := strings.Repeat("y", 60<<10)
+	var last stream.AppendResult
+	for range 64 {
+		last = appendOne(t, st, payload)
+	}
+	early, err := s.Open(ctx, "p", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs, err := early.Fetch(ctx, 0, 1, 0); err != nil || len(bs) != 1 {
+		t.Fatalf("an early reader's first fetch: %d batches, %v", len(bs), err)
+	}
+	seg := filepath.Join(root, dirName("p"), segName(1, 0))
+	allocated := func() int64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(seg, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	before := allocated()
+	if err := st.Trim(ctx, last.BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	after := allocated()
+	if before-after < 3<<20 {
+		t.Fatalf("the segment had %d bytes allocated before the trim and %d after: want 3 MiB and more freed", before, after)
+	}
+	more := appendOne(t, st, "after the trim")
+	late, err := s.Open(ctx, "p", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := s.Open(ctx, "p", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owner.NextOffset() != more.NextOffset || owner.StartOffset() != last.BaseOffset {
+		t.Fatalf("the new owner holds [%d, %d), want [%d, %d)", owner.StartOffset(), owner.NextOffset(), last.BaseOffset, more.NextOffset)
+	}
+	for name, r := range map[string]*stream.Stream{"early reader": early, "late reader": late, "new owner": owner} {
+		bs, err := r.Fetch(ctx, last.BaseOffset, stream.NoEnd, 0)
+		if err != nil || len(bs) == 0 || bs[0].BaseOffset != last.BaseOffset || string(bs[0].Payload) != payload {
+			t.Fatalf("%s: fetch at the new start %d: %d batches, %v", name, last.BaseOffset, len(bs), err)
+		}
+		if _, err := r.Fetch(ctx, 0, stream.NoEnd, 0); !errors.Is(err, stream.ErrOffsetOutOfRange) {
+			t.Fatalf("%s: fetch below the start: %v, want ErrOffsetOutOfRange", name, err)
+		}
+	}
+	t.Logf("segment allocated %d bytes before the trim, %d after", before, after)
 }

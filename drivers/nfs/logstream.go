@@ -154,8 +154,6 @@ type idxEnt struct {
 	seq, pos int64
 }
 
-const idxEvery = 1 << 20
-
 // logState is a stream directory as read: its opens and where each ends.
 type logState struct {
 	deleted   bool
@@ -303,19 +301,20 @@ func (s *LogStore) readSeal(dir, name string, n int64) (seal, error) {
 	return seal{end: int64(f[0]), start: int64(f[1]), seq: int64(f[2]), pos: int64(f[3])}, nil
 }
 
-// trimRec is a trim record t.<n>: the new start, and the segment of open
-// n that holds it (keepSeq, whose first frame is at keepFirst): the
-// segments below keepSeq may be gone.
+// trimRec is a trim record t.<n>: the new start, and the keep point of
+// open n: a frame boundary (keepSeq, keepPos) whose frame is at offset
+// keepOff <= start. The segments before keepSeq may be gone, and the
+// bytes of keepSeq before keepPos punched out (read as zeros).
 type trimRec struct {
-	start, keepSeq, keepFirst int64
+	start, keepSeq, keepPos, keepOff int64
 }
 
 func (s *LogStore) readTrim(dir, name string, n int64) (trimRec, error) {
-	f, ok, err := s.readRecord(dir, name, trimName(n), 3)
+	f, ok, err := s.readRecord(dir, name, trimName(n), 4)
 	if err != nil || !ok {
 		return trimRec{}, err
 	}
-	return trimRec{start: int64(f[0]), keepSeq: int64(f[1]), keepFirst: int64(f[2])}, nil
+	return trimRec{start: int64(f[0]), keepSeq: int64(f[1]), keepPos: int64(f[2]), keepOff: int64(f[3])}, nil
 }
 
 // putSeal records z as open n's seal unless another seal is there first;
@@ -375,22 +374,9 @@ func (s *LogStore) scan(dir, name string, sp *span, limit int64) error {
 	for limit < 0 || sp.end < limit {
 		f, err := os.Open(filepath.Join(dir, segName(sp.n, sp.seq)))
 		if errors.Is(err, fs.ErrNotExist) {
-			// Not made yet, or removed by a trim of open sp.n: its record
-			// (written before the removal) names the segment holding its
-			// start, where the log goes on.
-			tr, err := s.readTrim(dir, name, sp.n)
-			if err != nil {
+			// Not made yet, or removed by a trim.
+			if jumped, err := s.jumpToKeep(dir, name, sp); err != nil || !jumped {
 				return err
-			}
-			if tr.keepSeq <= sp.seq {
-				return nil
-			}
-			if tr.keepFirst < sp.end {
-				return fmt.Errorf("%w: stream %q: open %d: trim record keeps segment %d from %d, below %d", stream.ErrCorrupt, name, sp.n, tr.keepSeq, tr.keepFirst, sp.end)
-			}
-			sp.seq, sp.pos, sp.end = tr.keepSeq, 0, tr.keepFirst
-			for int64(len(sp.segFirst)) < sp.seq {
-				sp.segFirst = append(sp.segFirst, tr.keepFirst)
 			}
 			continue
 		}
@@ -401,7 +387,7 @@ func (s *LogStore) scan(dir, name string, sp *span, limit int64) error {
 			sp.segFirst = append(sp.segFirst, sp.end)
 			sp.idx = append(sp.idx, idxEnt{off: sp.end, seq: sp.seq, pos: sp.pos})
 		}
-		rolled := false
+		rolled, stopped := false, false
 		lastIdx := sp.pos
 		for limit < 0 || sp.end < limit {
 			n, err := f.ReadAt(hdr[:], sp.pos)
@@ -411,10 +397,12 @@ func (s *LogStore) scan(dir, name string, sp *span, limit int64) error {
 					f.Close()
 					return s.unavailable("read", name, err)
 				}
+				stopped = true
 				break
 			}
 			length, kind, off, count, ok := frameHeader(hdr[:])
 			if !ok || off != sp.end || (kind == frameBatch && count == 0) || kind > frameRoll {
+				stopped = true
 				break
 			}
 			body := make([]byte, length)
@@ -423,13 +411,15 @@ func (s *LogStore) scan(dir, name string, sp *span, limit int64) error {
 					f.Close()
 					return s.unavailable("read", name, err)
 				}
+				stopped = true
 				break
 			}
 			s.stats.read.Add(int64(length))
 			if _, ok := decodeFrame(body); !ok {
+				stopped = true
 				break
 			}
-			if sp.pos-lastIdx >= idxEvery {
+			if sp.pos-lastIdx >= s.opts.IndexBytes {
 				sp.idx = append(sp.idx, idxEnt{off: sp.end, seq: sp.seq, pos: sp.pos})
 				lastIdx = sp.pos
 			}
@@ -441,6 +431,13 @@ func (s *LogStore) scan(dir, name string, sp *span, limit int64) error {
 			sp.end += int64(count)
 		}
 		f.Close()
+		if stopped {
+			// The end of what is written, or bytes a trim punched out.
+			if jumped, err := s.jumpToKeep(dir, name, sp); err != nil || !jumped {
+				return err
+			}
+			continue
+		}
 		if !rolled {
 			return nil
 		}
@@ -448,6 +445,33 @@ func (s *LogStore) scan(dir, name string, sp *span, limit int64) error {
 		sp.pos = 0
 	}
 	return nil
+}
+
+// jumpToKeep moves a read of open sp.n that stopped at (sp.seq, sp.pos),
+// at a missing segment or at bytes that are not a frame, to the keep
+// point of the open's trim record if that lies beyond: the segments
+// before it may be removed and its segment's bytes before it punched out
+// (L5). The record was written before any removal or punch.
+func (s *LogStore) jumpToKeep(dir, name string, sp *span) (bool, error) {
+	tr, err := s.readTrim(dir, name, sp.n)
+	if err != nil {
+		return false, err
+	}
+	if tr.keepSeq < sp.seq || (tr.keepSeq == sp.seq && tr.keepPos <= sp.pos) {
+		return false, nil
+	}
+	if tr.keepOff < sp.end {
+		return false, fmt.Errorf("%w: stream %q: open %d: trim record keeps from offset %d, below %d", stream.ErrCorrupt, name, sp.n, tr.keepOff, sp.end)
+	}
+	for int64(len(sp.segFirst)) < tr.keepSeq {
+		sp.segFirst = append(sp.segFirst, tr.keepOff)
+	}
+	if int64(len(sp.segFirst)) > tr.keepSeq {
+		// Its segment is indexed already: index the keep point.
+		sp.idx = append(sp.idx, idxEnt{off: tr.keepOff, seq: tr.keepSeq, pos: tr.keepPos})
+	}
+	sp.seq, sp.pos, sp.end = tr.keepSeq, tr.keepPos, tr.keepOff
+	return true, nil
 }
 
 // logStream is one session on a LogStore stream.
@@ -681,7 +705,7 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 			}
 			pos = 0
 		}
-		if pos+int64(len(buf))-ls.lastIdxPos() >= idxEvery {
+		if pos+int64(len(buf))-ls.lastIdxPos() >= s.opts.IndexBytes {
 			if err := flush(); err != nil {
 				return s.unavailable("append", ls.name, err)
 			}
@@ -927,21 +951,55 @@ func (ls *logStream) readSpan(sp *span, from, to int64, budget int, first bool) 
 		}
 	}()
 	var hdr [frameHdr]byte
+	// skip moves the read past what a trim removed or punched out when it
+	// meets no frame at (seq, pos): to the trim record's keep point, if
+	// that lies beyond and at or below from.
+	skip := func() (bool, error) {
+		tr, err := ls.s.readTrim(ls.dir, ls.name, sp.n)
+		if err != nil {
+			return false, err
+		}
+		if tr.keepSeq < seq || (tr.keepSeq == seq && tr.keepPos <= pos) {
+			return false, nil
+		}
+		if from < tr.keepOff {
+			return false, ls.missing(sp, from)
+		}
+		if tr.keepSeq != seq && f != nil {
+			f.Close()
+			f = nil
+		}
+		seq, pos, off = tr.keepSeq, tr.keepPos, tr.keepOff
+		return true, nil
+	}
 	for off < to {
 		if f == nil {
 			var err error
 			if f, err = os.Open(filepath.Join(ls.dir, segName(sp.n, seq))); err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
+					if ok, err := skip(); ok || err != nil {
+						if err != nil {
+							return nil, err
+						}
+						continue
+					}
 					return nil, ls.missing(sp, from)
 				}
 				return nil, ls.s.unavailable("fetch", ls.name, err)
 			}
 		}
-		if _, err := f.ReadAt(hdr[:], pos); err != nil {
-			return nil, ls.corrupt(sp, off, err)
-		}
+		_, rerr := f.ReadAt(hdr[:], pos)
 		length, kind, foff, count, ok := frameHeader(hdr[:])
-		if !ok || foff != off {
+		if rerr != nil || !ok || foff != off {
+			if moved, err := skip(); moved || err != nil {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if rerr != nil {
+				return nil, ls.corrupt(sp, off, rerr)
+			}
 			return nil, ls.corrupt(sp, off, errors.New("bad frame header"))
 		}
 		if kind == frameRoll {
@@ -1023,12 +1081,8 @@ func (ls *logStream) Trim(ctx context.Context, newStart int64) error {
 	if newStart <= ls.start {
 		return ls.fenced()
 	}
-	keep := ls.keepSeq(newStart)
-	keepFirst := ls.own.first
-	if keep < int64(len(ls.own.segFirst)) {
-		keepFirst = ls.own.segFirst[keep]
-	}
-	if err := ls.s.writeFile(ls.dir, trimName(ls.n), encodeRecord(uint64(newStart), uint64(keep), uint64(keepFirst)), false); err != nil {
+	k := ls.keepPoint(newStart)
+	if err := ls.s.writeFile(ls.dir, trimName(ls.n), encodeRecord(uint64(newStart), uint64(k.seq), uint64(k.pos), uint64(k.off)), false); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: stream %q was deleted", stream.ErrFenced, ls.name)
 		}
@@ -1038,18 +1092,48 @@ func (ls *logStream) Trim(ctx context.Context, newStart int64) error {
 		return err
 	}
 	ls.start = newStart
-	ls.removeBelow(newStart, keep)
+	ls.removeBelow(newStart, k.seq)
+	ls.punch(k)
+	// Forget the index below the keep point: reads start at or above it.
+	i := sort.Search(len(ls.own.idx), func(i int) bool { return ls.own.idx[i].off > k.off }) - 1
+	if i > 0 {
+		ls.own.idx = slices.Clone(ls.own.idx[i:])
+	}
 	return nil
 }
 
-// keepSeq is the segment of the session's own open that holds offset
-// off: those below it hold only offsets below off. ls.mu is held.
-func (ls *logStream) keepSeq(off int64) int64 {
-	seq := int64(0)
-	for seq+1 < int64(len(ls.own.segFirst)) && ls.own.segFirst[seq+1] <= off {
-		seq++
+// keepPoint is the last frame boundary of the own open's index at or
+// below offset off: the segments before it, and its segment's bytes
+// before it, hold only offsets below off. ls.mu is held.
+func (ls *logStream) keepPoint(off int64) idxEnt {
+	k := idxEnt{off: ls.own.first}
+	for _, e := range ls.own.idx {
+		if e.off > off {
+			break
+		}
+		k = e
 	}
-	return seq
+	return k
+}
+
+// punch frees the disk blocks of the keep point's segment before it (the
+// file keeps its size; those bytes read as zeros). Where the file system
+// cannot, the bytes stay until the segment is removed.
+func (ls *logStream) punch(k idxEnt) {
+	if k.pos == 0 {
+		return
+	}
+	f := ls.cur
+	if f == nil || k.seq != ls.own.seq {
+		var err error
+		if f, err = os.OpenFile(filepath.Join(ls.dir, segName(ls.n, k.seq)), os.O_WRONLY, 0); err != nil {
+			return
+		}
+		defer f.Close()
+	}
+	if punchHole(f, 0, k.pos) == nil {
+		ls.s.stats.deletes.Add(1)
+	}
 }
 
 // removeBelow deletes the segments that hold only offsets below off: the
@@ -1130,7 +1214,12 @@ func (ls *logStream) Close() error {
 // the session's files.
 func (ls *logStream) shutdown() {
 	ls.stop.Do(func() {
+		// Under ls.mu: an Append that passed its checks has sent its
+		// kick, and a later one fails them (the session or the store is
+		// closed before this runs), so none sends on the closed channel.
+		ls.mu.Lock()
 		close(ls.kick)
+		ls.mu.Unlock()
 		<-ls.done
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
