@@ -101,7 +101,7 @@ func withStreamSets(name, kind string, st *stream.Store, c streamSetsConfig, wal
 	if _, err := os.Stat(walDir); files || (walDir != "" && err == nil) {
 		// WAL files on, or off with WALs of an earlier session perhaps
 		// still there: those are found where they were made.
-		ls, err := nfs.OpenLogStore(walDir, nfs.LogOptions{})
+		ls, err := nfs.OpenLogStore(walDir, nfs.LogOptions{Logger: logger.With("wal_dir", walDir)})
 		if err != nil {
 			return nil, fmt.Errorf("stream_sets: WAL files in %s: %w", walDir, err)
 		}

@@ -120,3 +120,16 @@ func SharedFileSystem(dir string) string {
 func punchHole(f *os.File, off, n int64) error {
 	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 }
+
+// writeDirectAt writes p (aligned as directAlign says) at off of f with
+// O_DIRECT, and turns O_DIRECT off again whatever happens.
+func writeDirectAt(f *os.File, p []byte, off int64) error {
+	if err := setDirect(f, true); err != nil {
+		return err
+	}
+	_, err := f.WriteAt(p, off)
+	if oerr := setDirect(f, false); err == nil {
+		err = oerr
+	}
+	return err
+}

@@ -24,3 +24,5 @@ func SharedFileSystem(string) string { return "" }
 // punchHole: not on this platform (trimmed bytes stay until their segment
 // is removed).
 func punchHole(*os.File, int64, int64) error { return syscall.ENOTSUP }
+
+func writeDirectAt(*os.File, []byte, int64) error { return syscall.EINVAL }

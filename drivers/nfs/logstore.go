@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,13 +48,18 @@ import (
 // seen at once by every process (a local file system, or NFS mounted
 // with lookupcache=none); the embedded default's --data directory is one.
 type LogStore struct {
-	root   string
-	opts   LogOptions
-	info   stream.Info
-	closed atomic.Bool
-	tmpSeq atomic.Int64
-	tmpTag string
-	stats  logStats
+	root string
+	opts LogOptions
+	log  *slog.Logger
+	// dioAlign is the alignment of direct writes; 0: none (NoFsync, or
+	// the file system refuses them)
+	dioAlign     atomic.Int64
+	directWrites atomic.Int64 // groups written with O_DIRECT
+	info         stream.Info
+	closed       atomic.Bool
+	tmpSeq       atomic.Int64
+	tmpTag       string
+	stats        logStats
 
 	mu       sync.Mutex
 	sessions map[*logStream]struct{} // open read-write sessions
@@ -73,6 +79,8 @@ type LogOptions struct {
 	// the granularity at which a trim punches out what it frees (default
 	// 1 MiB).
 	IndexBytes int64
+	// Logger receives the store's warnings (default: discard).
+	Logger *slog.Logger
 	// NoFsync skips fdatasync and fsync: acknowledged appends are then lost
 	// with the host (tests and benchmarks only).
 	NoFsync bool
@@ -110,10 +118,13 @@ func NewLogStore(dir string, opts LogOptions) (*LogStore, error) {
 	if opts.IndexBytes <= 0 {
 		opts.IndexBytes = DefaultLogIndexBytes
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	var tag [6]byte
 	_, _ = rand.Read(tag[:])
 	s := &LogStore{
-		root: dir, opts: opts, tmpTag: hex.EncodeToString(tag[:]),
+		root: dir, opts: opts, log: opts.Logger, tmpTag: hex.EncodeToString(tag[:]),
 		info: stream.Info{
 			Driver: "nfs-log", Version: "1",
 			MaxBatchBytes: stream.DefaultMaxBatchBytes, MaxProperties: stream.DefaultMaxProperties,
@@ -127,6 +138,9 @@ func NewLogStore(dir string, opts LogOptions) (*LogStore, error) {
 		return nil, fmt.Errorf("%w: log store %s: %w", stream.ErrUnavailable, dir, err)
 	}
 	s.cleanTmp()
+	if !opts.NoFsync {
+		s.probeDirect()
+	}
 	return s, nil
 }
 
@@ -433,6 +447,19 @@ func (s *LogStore) lastOpen(dir, name string) (int64, openRec, error) {
 	}
 	rec, err := s.readOpen(dir, name, last)
 	return last, rec, err
+}
+
+// probeDirect finds out, on a probe file, whether and with what alignment
+// the file system takes O_DIRECT writes.
+func (s *LogStore) probeDirect() {
+	path := filepath.Join(s.root, logTmpDir, "p-"+s.tmpTag)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return
+	}
+	s.dioAlign.Store(int64(directAlign(f)))
+	f.Close()
+	os.Remove(path)
 }
 
 // cleanTmp removes what crashed creates left in .tmp (names of this

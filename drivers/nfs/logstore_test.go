@@ -1,6 +1,7 @@
 package nfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -552,4 +553,84 @@ func TestLogStoreTrimPunchesHoles(t *testing.T) {
 		}
 	}
 	t.Logf("segment allocated %d bytes before the trim, %d after", before, after)
+}
+
+// TestLogStoreDirectWrites: groups of appends large enough go out with
+// O_DIRECT, padded out to the alignment, between groups written through
+// the page cache and across segment rolls and trims; a reader and a new
+// owner read back every acknowledged append, with its bytes, at its
+// offset.
+func TestLogStoreDirectWrites(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	ls, err := NewLogStore(root, LogOptions{SegmentBytes: 3 << 20, IndexBytes: 200 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls.dioAlign.Load() == 0 {
+		t.Fatalf("the file system under %s refuses O_DIRECT: this test needs one that takes it (ext4, xfs)", root)
+	}
+	s := stream.NewStore(ls)
+	defer s.Close()
+	st, err := s.Open(ctx, "d", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[int64][]byte{}
+	for round := range 12 {
+		var futs []*stream.AppendFuture
+		var ps [][]byte
+		for i := range 16 {
+			size := 7 + (round*131+i*17)%300
+			if i%3 == 0 {
+				size = 90<<10 + i*1000 // big: the group passes DirectMinBytes
+			}
+			p := bytes.Repeat([]byte{byte(round*16 + i)}, size)
+			futs = append(futs, st.Append(ctx, stream.Batch{Count: 1, Payload: p}))
+			ps = append(ps, p)
+		}
+		for i, f := range futs {
+			r, err := f.Wait(ctx)
+			if err != nil {
+				t.Fatalf("round %d append %d: %v", round, i, err)
+			}
+			acked[r.BaseOffset] = ps[i]
+		}
+		if round == 8 {
+			if err := st.Trim(ctx, st.NextOffset()-20); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if ls.directWrites.Load() == 0 {
+		t.Fatal("no group went out with O_DIRECT")
+	}
+	r, err := s.Open(ctx, "d", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := s.Open(ctx, "d", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, x := range map[string]*stream.Stream{"reader": r, "new owner": owner} {
+		log, err := readLog(t, x)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := map[int64][]byte{}
+		for _, b := range log {
+			got[b.BaseOffset] = b.Payload
+		}
+		lo := x.StartOffset()
+		for off, p := range acked {
+			if off >= lo && !bytes.Equal(got[off], p) {
+				t.Fatalf("%s: the append acked at %d (%d bytes) reads back as %d bytes", name, off, len(p), len(got[off]))
+			}
+		}
+		if x.NextOffset() != int64(12*16) {
+			t.Fatalf("%s: the log ends at %d, want %d", name, x.NextOffset(), 12*16)
+		}
+	}
+	t.Logf("%d groups written with O_DIRECT (alignment %d)", ls.directWrites.Load(), ls.dioAlign.Load())
 }

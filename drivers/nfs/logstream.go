@@ -15,7 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -41,6 +43,7 @@ const (
 	frameHdr    = 48
 	frameBatch  = 0
 	frameRoll   = 1
+	framePad    = 2 // fills a direct write out to its alignment; holds no batch
 	rollFrameSz = frameHdr + 4
 )
 
@@ -401,7 +404,7 @@ func (s *LogStore) scan(dir, name string, sp *span, limit int64) error {
 				break
 			}
 			length, kind, off, count, ok := frameHeader(hdr[:])
-			if !ok || off != sp.end || (kind == frameBatch && count == 0) || kind > frameRoll {
+			if !ok || off != sp.end || (kind == frameBatch) != (count > 0) || kind > framePad {
 				stopped = true
 				break
 			}
@@ -428,7 +431,7 @@ func (s *LogStore) scan(dir, name string, sp *span, limit int64) error {
 				rolled = true
 				break
 			}
-			sp.end += int64(count)
+			sp.end += int64(count) // 0 for a pad
 		}
 		f.Close()
 		if stopped {
@@ -500,7 +503,9 @@ type logStream struct {
 	alloc   int64
 	flushed sync.WaitGroup
 	stop    sync.Once
+	trimMu  sync.Mutex // held by a trim, and by shutdown
 	retired []*os.File // segments rolled from in the group being written
+	tail    []byte     // the current segment's bytes of its last partial block (direct writes)
 }
 
 type logAppend struct {
@@ -668,21 +673,17 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 	var buf []byte
 	var touched []*os.File
 	pos := ls.own.pos
-	flush := func() error {
+	// flush writes buf at pos; next is the offset after its last frame.
+	flush := func(next int64) error {
 		if len(buf) == 0 {
 			return nil
 		}
-		if need := pos + int64(len(buf)); need > ls.alloc {
-			n := max(s.opts.PreallocBytes, need-ls.alloc)
-			if err := preallocate(ls.cur, ls.alloc, n); err == nil {
-				ls.alloc += n
-			}
-		}
-		if _, err := ls.cur.WriteAt(buf, pos); err != nil {
+		n, err := ls.writeAt(buf, pos, next)
+		if err != nil {
 			return err
 		}
 		s.stats.written.Add(int64(len(buf)))
-		pos += int64(len(buf))
+		pos += n
 		buf = buf[:0]
 		if !slices.Contains(touched, ls.cur) {
 			touched = append(touched, ls.cur)
@@ -697,7 +698,7 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 			pos = 0
 		} else if pos+int64(len(buf)+len(a.frame)+rollFrameSz) > s.opts.SegmentBytes && pos+int64(len(buf)) > 0 {
 			buf = append(buf, encodeFrame(frameRoll, a.base, stream.Batch{}, stream.Checksum(nil))...)
-			if err := flush(); err != nil {
+			if err := flush(a.base); err != nil {
 				return s.unavailable("append", ls.name, err)
 			}
 			if err := ls.newSegment(ls.own.seq+1, a.base); err != nil {
@@ -706,7 +707,7 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 			pos = 0
 		}
 		if pos+int64(len(buf))-ls.lastIdxPos() >= s.opts.IndexBytes {
-			if err := flush(); err != nil {
+			if err := flush(a.base); err != nil {
 				return s.unavailable("append", ls.name, err)
 			}
 			ls.mu.Lock()
@@ -715,7 +716,7 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 		}
 		buf = append(buf, a.frame...)
 	}
-	if err := flush(); err != nil {
+	if err := flush(group[len(group)-1].next); err != nil {
 		return s.unavailable("append", ls.name, err)
 	}
 	if !s.opts.NoFsync {
@@ -730,7 +731,7 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 	}
 	ls.retired = nil
 	s.stats.puts.Add(1)
-	if err := ls.fenced(); err != nil {
+	if err := ls.fenced(ls.cur); err != nil {
 		return err
 	}
 	ls.mu.Lock()
@@ -738,6 +739,77 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 	ls.own.end = group[len(group)-1].next
 	ls.mu.Unlock()
 	return nil
+}
+
+// writeAt writes the frames p at pos of the current segment and returns
+// how many bytes it took. Large writes go out with O_DIRECT where the file
+// system takes it (as the driver's large puts do: their fdatasync then
+// does not wait on the page cache's writeback): from the start of pos's
+// block, the block's bytes before pos (ls.tail) rewritten as they are,
+// then p, then a pad frame out to the alignment, which readers skip.
+// Small writes, and all where O_DIRECT is refused, go through the page
+// cache.
+func (ls *logStream) writeAt(p []byte, pos, next int64) (int64, error) {
+	align := ls.s.dioAlign.Load()
+	n := int64(len(p))
+	var w []byte
+	start := pos
+	if align > 0 && len(p) >= DirectMinBytes && int64(len(ls.tail)) == pos-pos&^(align-1) {
+		start = pos &^ (align - 1)
+		gap := (align - (pos+n)%align) % align
+		if gap > 0 && gap < rollFrameSz {
+			gap += align
+		}
+		w = alignedZeros(int(pos-start+n+gap), int(align))
+		copy(w, ls.tail)
+		copy(w[pos-start:], p)
+		if gap > 0 {
+			pad := encodeFrame(framePad, next, stream.Batch{Payload: make([]byte, gap-rollFrameSz)}, stream.Checksum(make([]byte, gap-rollFrameSz)))
+			copy(w[pos-start+n:], pad)
+		}
+	}
+	if need := max(start+int64(len(w)), pos+n); need > ls.alloc {
+		grow := max(ls.s.opts.PreallocBytes, need-ls.alloc)
+		if preallocate(ls.cur, ls.alloc, grow) == nil {
+			ls.alloc += grow
+		}
+	}
+	if w != nil {
+		err := writeDirectAt(ls.cur, w, start)
+		if err == nil {
+			ls.s.directWrites.Add(1)
+			ls.keepTail(w, start)
+			return int64(len(w)) - (pos - start), nil
+		}
+		if !errors.Is(err, syscall.EINVAL) {
+			return 0, err
+		}
+		if ls.s.dioAlign.Swap(0) != 0 {
+			ls.s.log.Warn("the file system refused an O_DIRECT write; the log store writes through the page cache from now on", "dir", ls.s.root, "err", err)
+		}
+	}
+	if _, err := ls.cur.WriteAt(p, pos); err != nil {
+		return 0, err
+	}
+	ls.keepTail(p, pos)
+	return n, nil
+}
+
+// keepTail keeps the bytes of the current segment's last partial block,
+// after p was written at pos, for the next direct write to rewrite.
+func (ls *logStream) keepTail(p []byte, pos int64) {
+	align := ls.s.dioAlign.Load()
+	if align == 0 {
+		ls.tail = nil
+		return
+	}
+	end := pos + int64(len(p))
+	block := end &^ (align - 1)
+	if pos <= block {
+		ls.tail = append(ls.tail[:0], p[block-pos:]...)
+		return
+	}
+	ls.tail = append(ls.tail, p...) // within the block the tail is in
 }
 
 func (ls *logStream) lastIdxPos() int64 {
@@ -774,7 +846,7 @@ func (ls *logStream) newSegment(seq, first int64) error {
 	if ls.cur != nil {
 		ls.retired = append(ls.retired, ls.cur) // synced and closed by writeGroup
 	}
-	ls.cur, ls.alloc = f, alloc
+	ls.cur, ls.alloc, ls.tail = f, alloc, ls.tail[:0]
 	ls.own.seq, ls.own.pos = seq, 0
 	ls.own.segFirst = append(ls.own.segFirst, first)
 	ls.own.idx = append(ls.own.idx, idxEnt{off: first, seq: seq, pos: 0})
@@ -783,8 +855,9 @@ func (ls *logStream) newSegment(seq, first int64) error {
 }
 
 // fenced is the check after every fdatasync: a later open record, or the
-// stream deleted (its segment unlinked, or its directory gone).
-func (ls *logStream) fenced() error {
+// stream deleted (cur, the segment being written, unlinked, or without
+// one the open record gone, or its directory gone).
+func (ls *logStream) fenced(cur *os.File) error {
 	var st unix.Stat_t
 	err := unix.Fstatat(int(ls.dirf.Fd()), openName(ls.n+1), &st, unix.AT_SYMLINK_NOFOLLOW)
 	ls.s.stats.heads.Add(1)
@@ -794,8 +867,8 @@ func (ls *logStream) fenced() error {
 	case !errors.Is(err, unix.ENOENT):
 		return ls.s.unavailable("append", ls.name, err)
 	}
-	if ls.cur != nil {
-		if err := unix.Fstat(int(ls.cur.Fd()), &st); err != nil {
+	if cur != nil {
+		if err := unix.Fstat(int(cur.Fd()), &st); err != nil {
 			return ls.s.unavailable("append", ls.name, err)
 		}
 		if st.Nlink == 0 {
@@ -1008,6 +1081,10 @@ func (ls *logStream) readSpan(sp *span, from, to int64, budget int, first bool) 
 			seq, pos = seq+1, 0
 			continue
 		}
+		if kind == framePad {
+			pos += int64(length)
+			continue
+		}
 		if off+int64(count) <= from {
 			pos += int64(length)
 			off += int64(count)
@@ -1063,43 +1140,60 @@ func (ls *logStream) corrupt(sp *span, off int64, err error) error {
 // check (a trim that passes it is in the start any later opener seals),
 // then the segments wholly below the new start are removed.
 func (ls *logStream) Trim(ctx context.Context, newStart int64) error {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if err := ls.usable(); err != nil {
+	// The record and the check run without ls.mu, so that the writer's
+	// appends do not wait for a trim's fsyncs; trimMu orders trims and
+	// keeps the session's files open meanwhile (shutdown takes it).
+	ls.trimMu.Lock()
+	defer ls.trimMu.Unlock()
+	k, err := ls.beginTrim(newStart)
+	if err != nil || k == nil {
 		return err
 	}
-	if ls.mode != stream.ModeReadWrite {
-		return fmt.Errorf("%w: trim on %q: stream is open read-only", stream.ErrInvalidArgument, ls.name)
-	}
-	if ls.failed != nil && errors.Is(ls.failed, stream.ErrFenced) {
-		return ls.failed
-	}
-	if newStart > ls.own.end {
-		// Past the acknowledged end (appends still in flight do not count).
-		return fmt.Errorf("%w: trim %q to %d: the log ends at %d", stream.ErrOffsetOutOfRange, ls.name, newStart, ls.own.end)
-	}
-	if newStart <= ls.start {
-		return ls.fenced()
-	}
-	k := ls.keepPoint(newStart)
 	if err := ls.s.writeFile(ls.dir, trimName(ls.n), encodeRecord(uint64(newStart), uint64(k.seq), uint64(k.pos), uint64(k.off)), false); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: stream %q was deleted", stream.ErrFenced, ls.name)
 		}
 		return ls.s.unavailable("trim", ls.name, err)
 	}
-	if err := ls.fenced(); err != nil {
+	if err := ls.fenced(nil); err != nil {
 		return err
 	}
-	ls.start = newStart
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.start = max(ls.start, newStart)
 	ls.removeBelow(newStart, k.seq)
-	ls.punch(k)
+	ls.punch(*k)
 	// Forget the index below the keep point: reads start at or above it.
 	i := sort.Search(len(ls.own.idx), func(i int) bool { return ls.own.idx[i].off > k.off }) - 1
 	if i > 0 {
 		ls.own.idx = slices.Clone(ls.own.idx[i:])
 	}
 	return nil
+}
+
+// beginTrim checks a trim to newStart and returns its keep point, or nil
+// if it moves nothing (after the fence check such a trim still makes).
+func (ls *logStream) beginTrim(newStart int64) (*idxEnt, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if err := ls.usable(); err != nil {
+		return nil, err
+	}
+	if ls.mode != stream.ModeReadWrite {
+		return nil, fmt.Errorf("%w: trim on %q: stream is open read-only", stream.ErrInvalidArgument, ls.name)
+	}
+	if ls.failed != nil && errors.Is(ls.failed, stream.ErrFenced) {
+		return nil, ls.failed
+	}
+	if newStart > ls.own.end {
+		// Past the acknowledged end (appends still in flight do not count).
+		return nil, fmt.Errorf("%w: trim %q to %d: the log ends at %d", stream.ErrOffsetOutOfRange, ls.name, newStart, ls.own.end)
+	}
+	if newStart <= ls.start {
+		return nil, ls.fenced(ls.cur)
+	}
+	k := ls.keepPoint(newStart)
+	return &k, nil
 }
 
 // keepPoint is the last frame boundary of the own open's index at or
@@ -1221,6 +1315,8 @@ func (ls *logStream) shutdown() {
 		close(ls.kick)
 		ls.mu.Unlock()
 		<-ls.done
+		ls.trimMu.Lock()
+		defer ls.trimMu.Unlock()
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
 		if ls.failed == nil {
@@ -1234,4 +1330,14 @@ func (ls *logStream) shutdown() {
 		}
 		ls.dirf.Close()
 	})
+}
+
+// alignedZeros returns n zero bytes whose address is a multiple of align.
+func alignedZeros(n, align int) []byte {
+	b := make([]byte, n+align)
+	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) % uintptr(align))
+	if off != 0 {
+		off = align - off
+	}
+	return b[off : off+n : off+n]
 }

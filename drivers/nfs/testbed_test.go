@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/stratastream/strata/drivers/internal/drivertest"
 )
@@ -51,9 +50,7 @@ func openStorage(ctx context.Context, config []byte) (*Storage, error) {
 // alignedBytes is n bytes of a pattern (seeded by seed) starting at an
 // address that is a multiple of align.
 func alignedBytes(n, align, seed int) []byte {
-	buf := make([]byte, n+align)
-	off := (align - int(uintptr(unsafe.Pointer(&buf[0])))%align) % align
-	p := buf[off : off+n : off+n]
+	p := alignedZeros(n, align)
 	for i := range p {
 		p[i] = byte(i*7 + seed)
 	}
