@@ -834,7 +834,8 @@ func (ls *logStream) newSegment(seq, first int64) error {
 		alloc = ls.s.opts.PreallocBytes
 	}
 	if !ls.s.opts.NoFsync {
-		if err := f.Sync(); err == nil {
+		err := f.Sync()
+		if err == nil {
 			err = ls.dirf.Sync()
 		}
 		if err != nil {
