@@ -634,3 +634,18 @@ func TestLogStoreDirectWrites(t *testing.T) {
 	}
 	t.Logf("%d groups written with O_DIRECT (alignment %d)", ls.directWrites.Load(), ls.dioAlign.Load())
 }
+
+// TestSharedFileSystem: a FUSE mount is told apart from a local
+// directory, so that strata serve keeps WAL files off it by default.
+func TestSharedFileSystem(t *testing.T) {
+	if got := SharedFileSystem(t.TempDir()); got != "" {
+		t.Fatalf("a local directory is %q, want \"\"", got)
+	}
+	if testing.Short() {
+		t.Skip("mounts a FUSE file system: full tier")
+	}
+	_, mnt := lazyfs.MountTemp(t)
+	if got := SharedFileSystem(mnt); got != "fuse" {
+		t.Fatalf("a FUSE mount is %q, want \"fuse\"", got)
+	}
+}
