@@ -504,6 +504,7 @@ type logStream struct {
 	flushed sync.WaitGroup
 	stop    sync.Once
 	trimMu  sync.Mutex // held by a trim, and by shutdown
+	gone    int64      // the own open's segments below this are removed (trimMu)
 	retired []*os.File // segments rolled from in the group being written
 	tail    []byte     // the current segment's bytes of its last partial block (direct writes)
 }
@@ -1160,15 +1161,21 @@ func (ls *logStream) Trim(ctx context.Context, newStart int64) error {
 		return err
 	}
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	ls.start = max(ls.start, newStart)
-	ls.removeBelow(newStart, k.seq)
-	ls.punch(*k)
+	own, earlier := ls.dropBelow(newStart)
 	// Forget the index below the keep point: reads start at or above it.
 	i := sort.Search(len(ls.own.idx), func(i int) bool { return ls.own.idx[i].off > k.off }) - 1
 	if i > 0 {
 		ls.own.idx = slices.Clone(ls.own.idx[i:])
 	}
+	ls.mu.Unlock()
+	// The files go without ls.mu: an unlink or a punch can take the file
+	// system a hundred milliseconds (a discard on every freed extent with
+	// -o discard), and the writer's appends must not wait for it. Nothing
+	// reads below the new start any more, and readers of a session that
+	// find a segment gone go on at the keep point (L5).
+	ls.removeBelow(own, k.seq, earlier)
+	ls.punch(*k)
 	return nil
 }
 
@@ -1213,52 +1220,65 @@ func (ls *logStream) keepPoint(off int64) idxEnt {
 
 // punch frees the disk blocks of the keep point's segment before it (the
 // file keeps its size; those bytes read as zeros). Where the file system
-// cannot, the bytes stay until the segment is removed.
+// cannot, the bytes stay until the segment is removed. The segment is
+// opened by name: the writer may close ls.cur meanwhile.
 func (ls *logStream) punch(k idxEnt) {
 	if k.pos == 0 {
 		return
 	}
-	f := ls.cur
-	if f == nil || k.seq != ls.own.seq {
-		var err error
-		if f, err = os.OpenFile(filepath.Join(ls.dir, segName(ls.n, k.seq)), os.O_WRONLY, 0); err != nil {
-			return
-		}
-		defer f.Close()
+	f, err := os.OpenFile(filepath.Join(ls.dir, segName(ls.n, k.seq)), os.O_WRONLY, 0)
+	if err != nil {
+		return
 	}
+	defer f.Close()
 	if punchHole(f, 0, k.pos) == nil {
 		ls.s.stats.deletes.Add(1)
 	}
 }
 
-// removeBelow deletes the segments that hold only offsets below off: the
-// own open's below keepSeq (never the current one), and every earlier
-// open's that ends at or below off. ls.mu is held.
-func (ls *logStream) removeBelow(off, keepSeq int64) {
+// dropBelow forgets the spans of earlier opens that end at or below off
+// and returns them, with the own open's span, for removeBelow. ls.mu is
+// held.
+func (ls *logStream) dropBelow(off int64) (own *span, earlier []*span) {
 	keep := ls.st.spans[:0]
 	for _, sp := range ls.st.spans {
-		if sp == ls.own {
-			for seq := range keepSeq {
-				if os.Remove(filepath.Join(ls.dir, segName(sp.n, seq))) == nil {
-					ls.s.stats.deletes.Add(1)
-				}
-			}
-			keep = append(keep, sp)
-			continue
-		}
-		if sp.end <= off {
-			ents, _ := os.ReadDir(ls.dir)
-			prefix := fmt.Sprintf("d.%020d.", sp.n)
-			for _, e := range ents {
-				if strings.HasPrefix(e.Name(), prefix) && os.Remove(filepath.Join(ls.dir, e.Name())) == nil {
-					ls.s.stats.deletes.Add(1)
-				}
-			}
+		switch {
+		case sp == ls.own:
+			own = sp
+		case sp.end <= off:
+			earlier = append(earlier, sp)
 			continue
 		}
 		keep = append(keep, sp)
 	}
 	ls.st.spans = keep
+	return own, earlier
+}
+
+// removeBelow deletes the segments that hold only offsets below the trim:
+// the own open's below keepSeq (never the current one), and every segment
+// of the earlier opens dropBelow dropped. Called without ls.mu, with
+// ls.trimMu held (which guards ls.gone).
+func (ls *logStream) removeBelow(own *span, keepSeq int64, earlier []*span) {
+	if own != nil {
+		for ; ls.gone < keepSeq; ls.gone++ {
+			if os.Remove(filepath.Join(ls.dir, segName(own.n, ls.gone))) == nil {
+				ls.s.stats.deletes.Add(1)
+			}
+		}
+	}
+	if len(earlier) == 0 {
+		return
+	}
+	ents, _ := os.ReadDir(ls.dir)
+	for _, sp := range earlier {
+		prefix := fmt.Sprintf("d.%020d.", sp.n)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) && os.Remove(filepath.Join(ls.dir, e.Name())) == nil {
+				ls.s.stats.deletes.Add(1)
+			}
+		}
+	}
 }
 
 // StartOffset implements stream.DriverStream.
