@@ -58,6 +58,24 @@ type frame struct {
 }
 
 func encodeFrame(kind uint32, off int64, b stream.Batch, payCRC uint32) []byte {
+	p, body := appendFrameHead(make([]byte, 0, frameSize(b)), kind, off, b, payCRC)
+	p = append(p, b.Payload...)
+	return binary.LittleEndian.AppendUint32(p, body)
+}
+
+// frameSize is the length of b's frame.
+func frameSize(b stream.Batch) int {
+	n := frameHdr + len(b.Payload) + 4
+	for k, v := range b.Properties {
+		n += 2 + len(k) + 4 + len(v)
+	}
+	return n
+}
+
+// appendFrameHead appends the head of b's frame (its header and
+// properties) to dst and returns it with the body checksum: the frame is
+// the head, then the payload, then that checksum.
+func appendFrameHead(dst []byte, kind uint32, off int64, b stream.Batch, payCRC uint32) ([]byte, uint32) {
 	props := 0
 	keys := make([]string, 0, len(b.Properties))
 	for k, v := range b.Properties {
@@ -66,27 +84,27 @@ func encodeFrame(kind uint32, off int64, b stream.Batch, payCRC uint32) []byte {
 	}
 	slices.Sort(keys)
 	n := frameHdr + props + len(b.Payload) + 4
-	p := make([]byte, frameHdr, n)
+	h := len(dst)
+	p := append(dst, make([]byte, frameHdr)...)
 	le := binary.LittleEndian
-	le.PutUint32(p[0:], frameMagic)
-	le.PutUint32(p[4:], uint32(n))
-	le.PutUint32(p[8:], kind)
-	le.PutUint32(p[12:], b.Count)
-	le.PutUint64(p[16:], uint64(off))
-	le.PutUint64(p[24:], uint64(b.Timestamp))
-	le.PutUint32(p[32:], uint32(props))
-	le.PutUint32(p[36:], uint32(len(b.Payload)))
-	le.PutUint32(p[40:], payCRC)
-	le.PutUint32(p[44:], crc32.Checksum(p[:44], logTable))
+	hd := p[h:]
+	le.PutUint32(hd[0:], frameMagic)
+	le.PutUint32(hd[4:], uint32(n))
+	le.PutUint32(hd[8:], kind)
+	le.PutUint32(hd[12:], b.Count)
+	le.PutUint64(hd[16:], uint64(off))
+	le.PutUint64(hd[24:], uint64(b.Timestamp))
+	le.PutUint32(hd[32:], uint32(props))
+	le.PutUint32(hd[36:], uint32(len(b.Payload)))
+	le.PutUint32(hd[40:], payCRC)
+	le.PutUint32(hd[44:], crc32.Checksum(hd[:44], logTable))
 	for _, k := range keys {
 		p = le.AppendUint16(p, uint16(len(k)))
 		p = append(p, k...)
 		p = le.AppendUint32(p, uint32(len(b.Properties[k])))
 		p = append(p, b.Properties[k]...)
 	}
-	body := stream.CombineChecksum(crc32.Checksum(p[frameHdr:], logTable), payCRC, len(b.Payload))
-	p = append(p, b.Payload...)
-	return le.AppendUint32(p, body)
+	return p, stream.CombineChecksum(crc32.Checksum(p[h+frameHdr:], logTable), payCRC, len(b.Payload))
 }
 
 // frameHeader checks a frame's header and returns its length, kind,
@@ -507,10 +525,17 @@ type logStream struct {
 	gone    int64      // the own open's segments below this are removed (trimMu)
 	retired []*os.File // segments rolled from in the group being written
 	tail    []byte     // the current segment's bytes of its last partial block (direct writes)
+	wb      []byte     // the writer's buffer (wbegin)
+	wlead   int        // ls.wb's first bytes that are ls.tail, not frames
 }
 
+// logAppend is an append queued for the writer: its frame is head, then
+// payload (the caller's, held until the append completes, as Append
+// allows), then body.
 type logAppend struct {
-	frame    []byte
+	head     []byte
+	payload  []byte
+	body     uint32
 	base     int64
 	next     int64
 	complete func(stream.AppendResult, error)
@@ -597,9 +622,10 @@ func (ls *logStream) usable() error {
 	return ls.s.check()
 }
 
-// Append implements stream.DriverStream: the batch is encoded (copied)
-// now, written by the session's writer goroutine with the others queued
-// meanwhile, and acknowledged after their fdatasync and the fence check.
+// Append implements stream.DriverStream: the batch's frame head is
+// encoded now; the writer goroutine copies the frame, with the others
+// queued meanwhile, into its write buffer, and acknowledges them after
+// their fdatasync and the fence check.
 func (ls *logStream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
 	crc := stream.Checksum(b.Payload)
 	if b.PayloadChecksumSet && b.PayloadChecksum != crc {
@@ -620,7 +646,8 @@ func (ls *logStream) Append(ctx context.Context, b stream.Batch) *stream.AppendF
 		return stream.FailedAppend(ls.failed)
 	}
 	fut, complete := stream.NewAppendFuture()
-	a := &logAppend{frame: encodeFrame(frameBatch, ls.next, b, crc), base: ls.next, complete: complete}
+	a := &logAppend{payload: b.Payload, base: ls.next, complete: complete}
+	a.head, a.body = appendFrameHead(nil, frameBatch, ls.next, b, crc)
 	ls.next += int64(b.Count)
 	a.next = ls.next
 	ls.queue = append(ls.queue, a)
@@ -671,34 +698,36 @@ func (ls *logStream) writer() {
 
 func (ls *logStream) writeGroup(group []*logAppend) error {
 	s := ls.s
-	var buf []byte
 	var touched []*os.File
 	pos := ls.own.pos
-	// flush writes buf at pos; next is the offset after its last frame.
+	ls.wbegin(pos)
+	// flush writes the gathered frames at pos; next is the offset after
+	// the last one.
 	flush := func(next int64) error {
-		if len(buf) == 0 {
+		if ls.wlen() == 0 {
 			return nil
 		}
-		n, err := ls.writeAt(buf, pos, next)
+		n, err := ls.writeAt(pos, next)
 		if err != nil {
 			return err
 		}
-		s.stats.written.Add(int64(len(buf)))
 		pos += n
-		buf = buf[:0]
+		ls.wbegin(pos)
 		if !slices.Contains(touched, ls.cur) {
 			touched = append(touched, ls.cur)
 		}
 		return nil
 	}
 	for _, a := range group {
+		size := int64(len(a.head) + len(a.payload) + 4)
 		if ls.cur == nil {
 			if err := ls.newSegment(0, a.base); err != nil {
 				return s.unavailable("append", ls.name, err)
 			}
 			pos = 0
-		} else if pos+int64(len(buf)+len(a.frame)+rollFrameSz) > s.opts.SegmentBytes && pos+int64(len(buf)) > 0 {
-			buf = append(buf, encodeFrame(frameRoll, a.base, stream.Batch{}, stream.Checksum(nil))...)
+			ls.wbegin(pos)
+		} else if pos+ls.wlen()+size+rollFrameSz > s.opts.SegmentBytes && pos+ls.wlen() > 0 {
+			ls.wappend(encodeFrame(frameRoll, a.base, stream.Batch{}, stream.Checksum(nil)))
 			if err := flush(a.base); err != nil {
 				return s.unavailable("append", ls.name, err)
 			}
@@ -706,8 +735,9 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 				return s.unavailable("append", ls.name, err)
 			}
 			pos = 0
+			ls.wbegin(pos)
 		}
-		if pos+int64(len(buf))-ls.lastIdxPos() >= s.opts.IndexBytes {
+		if pos+ls.wlen()-ls.lastIdxPos() >= s.opts.IndexBytes {
 			if err := flush(a.base); err != nil {
 				return s.unavailable("append", ls.name, err)
 			}
@@ -715,10 +745,15 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 			ls.own.idx = append(ls.own.idx, idxEnt{off: a.base, seq: ls.own.seq, pos: pos})
 			ls.mu.Unlock()
 		}
-		buf = append(buf, a.frame...)
+		ls.wappend(a.head)
+		ls.wappend(a.payload)
+		ls.wb = binary.LittleEndian.AppendUint32(ls.wb, a.body)
 	}
 	if err := flush(group[len(group)-1].next); err != nil {
 		return s.unavailable("append", ls.name, err)
+	}
+	if cap(ls.wb) > maxWriteBuf {
+		ls.wb = nil // a rare large group's buffer is not kept
 	}
 	if !s.opts.NoFsync {
 		for _, f := range touched {
@@ -742,45 +777,69 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 	return nil
 }
 
-// writeAt writes the frames p at pos of the current segment and returns
-// how many bytes it took. Large writes go out with O_DIRECT where the file
-// system takes it (as the driver's large puts do: their fdatasync then
-// does not wait on the page cache's writeback): from the start of pos's
-// block, the block's bytes before pos (ls.tail) rewritten as they are,
-// then p, then a pad frame out to the alignment, which readers skip.
-// Small writes, and all where O_DIRECT is refused, go through the page
-// cache.
-func (ls *logStream) writeAt(p []byte, pos, next int64) (int64, error) {
+// The writer's buffer, reused from group to group: the frames of one
+// write are gathered in ls.wb after ls.wlead bytes that hold, for a
+// direct write, the current block's bytes before pos (ls.tail). Its
+// memory is aligned for direct writes.
+const maxWriteBuf = 16 << 20
+
+// wbegin starts gathering a write at pos.
+func (ls *logStream) wbegin(pos int64) {
+	lead := 0
+	if align := ls.s.dioAlign.Load(); align > 0 && int64(len(ls.tail)) == pos&(align-1) {
+		lead = len(ls.tail)
+	}
+	ls.wb = ls.wb[:0]
+	ls.wappend(ls.tail[:lead])
+	ls.wlead = lead
+}
+
+// wlen is the length of the frames gathered.
+func (ls *logStream) wlen() int64 { return int64(len(ls.wb) - ls.wlead) }
+
+// wappend appends p to the write buffer, moving it to a larger aligned
+// one if it must grow.
+func (ls *logStream) wappend(p []byte) {
+	if len(ls.wb)+len(p) > cap(ls.wb) {
+		nb := alignedZeros(max(2*cap(ls.wb), len(ls.wb)+len(p), 64<<10), directBufAlign)[:len(ls.wb)]
+		copy(nb, ls.wb)
+		ls.wb = nb
+	}
+	ls.wb = append(ls.wb, p...)
+}
+
+// directBufAlign is the memory alignment of the write buffer: a page, at
+// least what any file system's direct I/O asks.
+const directBufAlign = 4096
+
+// writeAt writes the gathered frames at pos of the current segment and
+// returns how many bytes it took. Large writes go out with O_DIRECT where
+// the file system takes it (as the driver's large puts do: their
+// fdatasync then does not wait on the page cache's writeback): from the
+// start of pos's block, the block's bytes before pos (ls.tail) rewritten
+// as they are, then the frames, then a pad frame out to the alignment,
+// which readers skip. Small writes, and all where O_DIRECT is refused, go
+// through the page cache.
+func (ls *logStream) writeAt(pos, next int64) (int64, error) {
 	align := ls.s.dioAlign.Load()
-	n := int64(len(p))
-	var w []byte
-	start := pos
-	if align > 0 && len(p) >= DirectMinBytes && int64(len(ls.tail)) == pos-pos&^(align-1) {
-		start = pos &^ (align - 1)
+	n := ls.wlen()
+	start := pos - int64(ls.wlead)
+	if align > 0 && n >= DirectMinBytes && start&(align-1) == 0 && align <= directBufAlign {
 		gap := (align - (pos+n)%align) % align
 		if gap > 0 && gap < rollFrameSz {
 			gap += align
 		}
-		w = alignedZeros(int(pos-start+n+gap), int(align))
-		copy(w, ls.tail)
-		copy(w[pos-start:], p)
 		if gap > 0 {
-			pad := encodeFrame(framePad, next, stream.Batch{Payload: make([]byte, gap-rollFrameSz)}, stream.Checksum(make([]byte, gap-rollFrameSz)))
-			copy(w[pos-start+n:], pad)
+			zeros := make([]byte, gap-rollFrameSz)
+			ls.wappend(encodeFrame(framePad, next, stream.Batch{Payload: zeros}, stream.Checksum(zeros)))
 		}
-	}
-	if need := max(start+int64(len(w)), pos+n); need > ls.alloc {
-		grow := max(ls.s.opts.PreallocBytes, need-ls.alloc)
-		if preallocate(ls.cur, ls.alloc, grow) == nil {
-			ls.alloc += grow
-		}
-	}
-	if w != nil {
-		err := writeDirectAt(ls.cur, w, start)
+		ls.grow(start + int64(len(ls.wb)))
+		err := writeDirectAt(ls.cur, ls.wb, start)
 		if err == nil {
 			ls.s.directWrites.Add(1)
-			ls.keepTail(w, start)
-			return int64(len(w)) - (pos - start), nil
+			ls.s.stats.written.Add(n)
+			ls.keepTail(ls.wb, start)
+			return n + gap, nil
 		}
 		if !errors.Is(err, syscall.EINVAL) {
 			return 0, err
@@ -788,12 +847,27 @@ func (ls *logStream) writeAt(p []byte, pos, next int64) (int64, error) {
 		if ls.s.dioAlign.Swap(0) != 0 {
 			ls.s.log.Warn("the file system refused an O_DIRECT write; the log store writes through the page cache from now on", "dir", ls.s.root, "err", err)
 		}
+		ls.wb = ls.wb[:int64(ls.wlead)+n] // without the pad
 	}
+	p := ls.wb[ls.wlead:]
+	ls.grow(pos + n)
 	if _, err := ls.cur.WriteAt(p, pos); err != nil {
 		return 0, err
 	}
+	ls.s.stats.written.Add(n)
 	ls.keepTail(p, pos)
 	return n, nil
+}
+
+// grow preallocates the current segment out to at least need bytes, a
+// PreallocBytes step at a time.
+func (ls *logStream) grow(need int64) {
+	if need > ls.alloc {
+		grow := max(ls.s.opts.PreallocBytes, need-ls.alloc)
+		if preallocate(ls.cur, ls.alloc, grow) == nil {
+			ls.alloc += grow
+		}
+	}
 }
 
 // keepTail keeps the bytes of the current segment's last partial block,
