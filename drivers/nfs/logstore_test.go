@@ -649,3 +649,56 @@ func TestSharedFileSystem(t *testing.T) {
 		t.Fatalf("a FUSE mount is %q, want \"fuse\"", got)
 	}
 }
+
+// TestLogStoreTrimFilesOffTheLock: a trim removes and punches its files
+// without the session's lock, so an append completes meanwhile (with -o
+// discard an unlink or a punch can take the file system 100 ms and more).
+// The hook appends at that point and waits for the append: were the lock
+// held, the append could not be admitted and the test would time out.
+func TestLogStoreTrimFilesOffTheLock(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenLogStore(t.TempDir(), LogOptions{SegmentBytes: 64 << 10, PreallocBytes: 16 << 10, IndexBytes: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(ctx, "p", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last stream.AppendResult
+	for range 40 {
+		last = appendOne(t, st, strings.Repeat("z", 4<<10))
+	}
+	during := make(chan error, 1)
+	trimFilesHook = func() {
+		trimFilesHook = nil
+		done := make(chan error, 1)
+		go func() {
+			_, err := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("during the trim")}).Result()
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			during <- err
+		case <-time.After(30 * time.Second):
+			during <- errors.New("not completed within 30 s: the trim holds the session's lock")
+		}
+	}
+	defer func() { trimFilesHook = nil }()
+	if err := st.Trim(ctx, last.BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-during:
+		if err != nil {
+			t.Fatalf("an append made while the trim removed its files: %v", err)
+		}
+	default:
+		t.Fatal("the trim did not reach its files")
+	}
+	bs, err := st.Fetch(ctx, last.NextOffset, stream.NoEnd, 0)
+	if err != nil || len(bs) != 1 || string(bs[0].Payload) != "during the trim" {
+		t.Fatalf("fetch after the trim: %d batches, %v", len(bs), err)
+	}
+}

@@ -1243,6 +1243,9 @@ func (ls *logStream) Trim(ctx context.Context, newStart int64) error {
 		ls.own.idx = slices.Clone(ls.own.idx[i:])
 	}
 	ls.mu.Unlock()
+	if trimFilesHook != nil {
+		trimFilesHook()
+	}
 	// The files go without ls.mu: an unlink or a punch can take the file
 	// system a hundred milliseconds (a discard on every freed extent with
 	// -o discard), and the writer's appends must not wait for it. Nothing
@@ -1309,6 +1312,9 @@ func (ls *logStream) punch(k idxEnt) {
 		ls.s.stats.deletes.Add(1)
 	}
 }
+
+// trimFilesHook, when set (by tests), runs as a trim starts on its files.
+var trimFilesHook func()
 
 // dropBelow forgets the spans of earlier opens that end at or below off
 // and returns them, with the own open's span, for removeBelow. ls.mu is
