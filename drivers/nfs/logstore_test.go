@@ -657,15 +657,7 @@ func TestSharedFileSystem(t *testing.T) {
 // held, the append could not be admitted and the test would time out.
 func TestLogStoreTrimFilesOffTheLock(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenLogStore(t.TempDir(), LogOptions{SegmentBytes: 64 << 10, PreallocBytes: 16 << 10, IndexBytes: 8 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	st, err := s.Open(ctx, "p", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := ownLogStream(t, LogOptions{SegmentBytes: 64 << 10, PreallocBytes: 16 << 10, IndexBytes: 8 << 10})
 	var last stream.AppendResult
 	for range 40 {
 		last = appendOne(t, st, strings.Repeat("z", 4<<10))
@@ -701,4 +693,50 @@ func TestLogStoreTrimFilesOffTheLock(t *testing.T) {
 	if err != nil || len(bs) != 1 || string(bs[0].Payload) != "during the trim" {
 		t.Fatalf("fetch after the trim: %d batches, %v", len(bs), err)
 	}
+}
+
+// TestLogStoreCallerReusesBuffers: the Stream contract's buffer ownership.
+// A LogStore holds an append's payload (it copies it only when its writer
+// runs) until the append completes; once it has, the caller may reuse the
+// buffer, and what was stored does not change. Small appends go through
+// the page cache, large ones (DirectMinBytes and more) with O_DIRECT.
+func TestLogStoreCallerReusesBuffers(t *testing.T) {
+	ctx := context.Background()
+	st := ownLogStream(t, LogOptions{})
+	var want [][]byte
+	for i, size := range []int{100, 3000, DirectMinBytes, 2 * DirectMinBytes, 7} {
+		buf := bytes.Repeat([]byte{byte('a' + i)}, size)
+		want = append(want, bytes.Clone(buf))
+		if _, err := st.Append(ctx, stream.Batch{Count: 1, Payload: buf}).Result(); err != nil {
+			t.Fatal(err)
+		}
+		for j := range buf {
+			buf[j] = 'X' // the caller reuses its buffer
+		}
+	}
+	bs, err := st.Fetch(ctx, 0, stream.NoEnd, 64<<20)
+	if err != nil || len(bs) != len(want) {
+		t.Fatalf("fetch: %d batches, %v", len(bs), err)
+	}
+	for i, b := range bs {
+		if !bytes.Equal(b.Payload, want[i]) {
+			t.Fatalf("batch %d (%d bytes) changed after its caller reused the buffer", i, len(want[i]))
+		}
+	}
+}
+
+// ownLogStream opens stream "p" read-write at epoch 1 on a new LogStore,
+// closed when the test ends.
+func ownLogStream(t *testing.T, opts LogOptions) *stream.Stream {
+	t.Helper()
+	s, err := OpenLogStore(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	st, err := s.Open(context.Background(), "p", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
