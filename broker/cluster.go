@@ -472,8 +472,9 @@ func (c *clusterState) openC() <-chan struct{} {
 
 // openWait bounds how long a Produce waits for a partition assigned to
 // this broker to open: an open after a move takes a fraction of a second;
-// past this the client is told NOT_LEADER_OR_FOLLOWER and retries.
-const openWait = 5 * time.Second
+// past this the client is told NOT_LEADER_OR_FOLLOWER naming this broker
+// (leaderHint) and retries here. A variable for tests.
+var openWait = 5 * time.Second
 
 // awaitOpen waits, in a cluster, until p (assigned to this broker and
 // being opened) is open, and returns its log; nil once p is assigned
@@ -508,14 +509,19 @@ func (b *Broker) awaitOpen(p *partition) *sharedlog.Log {
 
 // leaderHint fills a Produce answer of NOT_LEADER_OR_FOLLOWER for p with
 // the partition's owner (KIP-951: v10+ clients move to it without a
-// metadata refresh) and lists that broker in resp.
+// metadata refresh) and lists that broker in resp. The owner may be this
+// broker, still opening p past openWait: named with the epoch the client
+// was sent here with, a client retries here after its backoff (franz-go
+// takes a hint of an epoch it knows as "retry on the same broker"),
+// where without a hint it would wait for its next metadata refresh, an
+// hour for a client that set MetadataMinAge so.
 func (b *Broker) leaderHint(resp *kmsg.ProduceResponse, rp *kmsg.ProduceResponseTopicPartition, p *partition) {
 	if b.cl == nil || p == nil || resp.Version < 10 || rp.ErrorCode != kerr.NotLeaderForPartition.Code {
 		return
 	}
 	v := b.cl.m.View()
 	o, ok := v.Owners[unitOf(p)]
-	if !ok || o.Node == b.nodeID {
+	if !ok {
 		return
 	}
 	n, live := v.Nodes[o.Node]
@@ -527,7 +533,9 @@ func (b *Broker) leaderHint(resp *kmsg.ProduceResponse, rp *kmsg.ProduceResponse
 		return
 	}
 	rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = o.Node, o.Epoch
-	b.cl.hinted.Store(time.Now().UnixNano())
+	if o.Node != b.nodeID {
+		b.cl.hinted.Store(time.Now().UnixNano())
+	}
 	for _, rb := range resp.Brokers {
 		if rb.NodeID == o.Node {
 			return

@@ -336,17 +336,91 @@ func TestClusterProduceNamesLeader(t *testing.T) {
 // the open and is acked, instead of NOT_LEADER_OR_FOLLOWER and a client's
 // metadata refresh.
 func TestClusterProduceWaitsForOpen(t *testing.T) {
+	_, p, addr, _ := closedOwnedPartition(t, "opening")
+	direct := newClient(t, addr)
+	resp := produceOne(t, direct, "opening", p.index)
+	if got := resp.Topics[0].Partitions[0]; got.ErrorCode != 0 {
+		t.Fatalf("Produce to partition %d while its owner opens it: error %d (%s), want it acked after the open",
+			p.index, got.ErrorCode, kerr.ErrorForCode(got.ErrorCode))
+	}
+}
+
+// TestClusterProduceOpenPastWaitNamesOwner: a Produce for a partition
+// whose open here takes longer than openWait is answered
+// NOT_LEADER_OR_FOLLOWER naming this broker, its owner, with the leader
+// epoch Metadata gives and its address (KIP-951): franz-go retries such an
+// answer here after its backoff. Without the hint, a client that does not
+// refresh metadata (TestClusterGracefulLeaveHandsOver's) stopped producing
+// to the partition.
+func TestClusterProduceOpenPastWaitNamesOwner(t *testing.T) {
+	w := openWait
+	t.Cleanup(func() { openWait = w }) // after the brokers stop
+	openWait = time.Nanosecond
+	b, p, addr, leader := closedOwnedPartition(t, "slowopen")
+	direct := newClient(t, addr)
+	// The broker reopens p within a second; an answer that came after the
+	// open (acked) says nothing, so close it again and ask again.
+	for try := 0; ; try++ {
+		resp := produceOne(t, direct, "slowopen", p.index)
+		got := resp.Topics[0].Partitions[0]
+		if got.ErrorCode == 0 && try < 20 {
+			_ = p.closeLog()
+			continue
+		}
+		if got.ErrorCode != kerr.NotLeaderForPartition.Code {
+			t.Fatalf("Produce to partition %d while its owner opens it past openWait: error %d, want NOT_LEADER_OR_FOLLOWER", p.index, got.ErrorCode)
+		}
+		if got.CurrentLeader.LeaderID != b.nodeID || got.CurrentLeader.LeaderEpoch != leader.LeaderEpoch {
+			t.Fatalf("answer names leader %d at epoch %d, want this broker, %d, at %d (from Metadata)",
+				got.CurrentLeader.LeaderID, got.CurrentLeader.LeaderEpoch, b.nodeID, leader.LeaderEpoch)
+		}
+		if len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != b.nodeID {
+			t.Fatalf("answer lists brokers %+v, want this broker, %d", resp.Brokers, b.nodeID)
+		}
+		break
+	}
+	// A franz-go producer that never refreshes its metadata retries such
+	// an answer here and is acked once the open is done.
+	pr := newClient(t, addr, kgo.MetadataMinAge(time.Hour), kgo.MetadataMaxAge(time.Hour),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, v := range []string{"first", "after a close"} {
+		if v != "first" {
+			_ = p.closeLog()
+		}
+		acked := make(chan error, 1)
+		rec := &kgo.Record{Topic: "slowopen", Partition: p.index, Value: []byte(v)}
+		pr.Produce(context.Background(), rec, func(_ *kgo.Record, err error) { acked <- err })
+		select {
+		case err := <-acked:
+			if err != nil {
+				t.Fatalf("a producer without metadata refreshes, record %q to partition %d while its owner opens it past openWait: %v", v, p.index, err)
+			}
+		case <-time.After(30 * time.Second):
+			// An idempotent producer does not give the record up: do
+			// not wait for it at the client's Close either.
+			pr.PurgeTopicsFromClient("slowopen")
+			t.Fatalf("a producer without metadata refreshes, record %q to partition %d while its owner opens it past openWait: not acked within 30 s", v, p.index)
+		}
+	}
+}
+
+// closedOwnedPartition starts two brokers with topic (4 partitions), waits
+// for a partition of broker 1 to be open and closes its log, as a move to
+// broker 1 would find it. It returns broker 1, the partition, broker 1's
+// address and the partition's Metadata, which names broker 1.
+func closedOwnedPartition(t *testing.T, topic string) (*Broker, *partition, string, kmsg.MetadataResponseTopicPartition) {
+	t.Helper()
 	addrs, brokers, _, _ := startClusterOn(t, 2)
 	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
-	createTopic(t, cl, "opening", 4, nil)
-	waitSpread(t, cl, "opening", 4, 2)
+	createTopic(t, cl, topic, 4, nil)
+	waitSpread(t, cl, topic, 4, 2)
 	b := brokers[0]
 	// Metadata names an owner from its assignment on, before its open is
 	// done: wait for one of broker 1's partitions to be open.
 	var p *partition
 	for deadline := time.Now().Add(10 * time.Second); p == nil; time.Sleep(10 * time.Millisecond) {
 		for i := int32(0); i < 4 && p == nil; i++ {
-			q, _ := b.catalog.partitionOf("opening", i)
+			q, _ := b.catalog.partitionOf(topic, i)
 			if l, _ := q.current(); l != nil {
 				p = q
 			}
@@ -357,27 +431,32 @@ func TestClusterProduceWaitsForOpen(t *testing.T) {
 	}
 	_ = p.closeLog()
 	direct := newClient(t, addrs[0])
-	meta, err := metadataOf(direct, "opening")
+	meta, err := metadataOf(direct, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := meta.Topics[0].Partitions[p.index].Leader; l != b.nodeID {
-		t.Fatalf("partition %d assigned to node %d and being opened: Metadata names leader %d", p.index, b.nodeID, l)
+	mp := meta.Topics[0].Partitions[p.index]
+	if mp.Leader != b.nodeID {
+		t.Fatalf("partition %d assigned to node %d and being opened: Metadata names leader %d", p.index, b.nodeID, mp.Leader)
 	}
+	return b, p, addrs[0], mp
+}
+
+// produceOne sends a Produce (v11, acks all) of one batch to partition of
+// topic through cl's first broker.
+func produceOne(t *testing.T, cl *kgo.Client, topic string, partition int32) *kmsg.ProduceResponse {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks, req.TimeoutMillis = 11, -1, 10000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "opening"
+	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = p.index, sharedlogtest.Build(sharedlogtest.BatchSpec{Tag: "opening"})
+	rp.Partition, rp.Records = partition, sharedlogtest.Build(sharedlogtest.BatchSpec{Tag: topic})
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), direct.SeedBrokers()[0])
+	resp, err := req.RequestWith(context.Background(), cl.SeedBrokers()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resp.Topics[0].Partitions[0]; got.ErrorCode != 0 {
-		t.Fatalf("Produce to partition %d while its owner opens it: error %d (%s), want it acked after the open",
-			p.index, got.ErrorCode, kerr.ErrorForCode(got.ErrorCode))
-	}
+	return resp
 }
