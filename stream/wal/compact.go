@@ -24,7 +24,23 @@ type passPlan struct {
 	minTail int64 // a tail of at least this many bytes is copied
 	aged    time.Time
 	maxPin  int64 // a tail pinning more WAL bytes than this is copied
-	behind  bool  // the tails hold twice CompactBytes: copy faster
+	backlog int64 // the bytes the tails held when the pass was planned
+}
+
+// parallelism is the V.data appends a pass of plan has in flight at once:
+// CompactParallelism, doubled for each CompactBytes the tails hold from
+// twice CompactBytes on (compaction falling behind), up to
+// BehindCompactParallelism. The tails in memory stay bounded whatever the
+// setting, and a pass only a little behind does not flood the backend: at
+// 16 partitions saturating a local disk, a jump from 1 straight to 16
+// puts in flight made the WAL's fdatasyncs wait behind them, and those
+// passes held four in five of the Produce requests over 20 ms.
+func (p passPlan) parallelism(o Options) int {
+	k := o.CompactParallelism
+	if behind := p.backlog / max(o.CompactBytes, 1); behind >= 2 {
+		k = min(k<<min(behind-1, 16), max(k, BehindCompactParallelism))
+	}
+	return k
 }
 
 // take says whether the plan copies a stream's tail of n bytes whose
@@ -64,7 +80,7 @@ func (s *Store) due() (passPlan, bool) {
 	if bytes >= s.opts.CompactBytes {
 		plan.minTail = max(1, bytes/tails/4)
 	}
-	plan.behind = bytes >= 2*s.opts.CompactBytes
+	plan.backlog = bytes
 	return plan, aged || bytes >= s.opts.CompactBytes
 }
 
@@ -85,14 +101,9 @@ func (s *Store) pass(ctx context.Context, plan passPlan) error {
 	if w != nil {
 		ackedAtStart = w.ackedEnd()
 	}
-	// A pass has up to CompactParallelism V.data appends in flight, of as
-	// many streams at most; one that finds compaction behind (twice
-	// CompactBytes not yet copied) takes at least BehindCompactParallelism,
-	// so that the tails in memory stay bounded whatever the setting.
-	k := s.opts.CompactParallelism
-	if plan.behind {
-		k = max(k, BehindCompactParallelism)
-	}
+	// A pass has up to plan.parallelism V.data appends in flight, of as
+	// many streams at most.
+	k := plan.parallelism(s.opts)
 	var (
 		wg    sync.WaitGroup
 		sem   = make(chan struct{}, k)

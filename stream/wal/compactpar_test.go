@@ -61,20 +61,20 @@ func (s *slowDataStream) Append(ctx context.Context, batch stream.Batch) *stream
 // TestCompactParallelismBoundsCopies checks that a compaction pass has at
 // most CompactParallelism data-stream appends in flight, over all the
 // streams it copies, that it copies every tail whole, that a pass finding
-// compaction behind takes at least BehindCompactParallelism, and (the
-// check's own check) that a larger setting does put more in flight.
+// compaction far behind takes BehindCompactParallelism, and (the check's
+// own check) that a larger setting does put more in flight.
 func TestCompactParallelismBoundsCopies(t *testing.T) {
 	const streams, perStream = 6, 5 // each tail: 5 runs of about 1 MiB
 	for _, tc := range []struct {
 		par      int
-		behind   bool // a background pass that finds compaction behind
+		behind   bool // a background pass that finds compaction far behind
 		atMost   int64
 		atLeast  int64
 		describe string
 	}{
 		{par: 2, atMost: 2, atLeast: 1, describe: "bounded"},
 		{par: 16, atMost: 16, atLeast: 3, describe: "unbounded enough to show the bound"},
-		{par: 1, behind: true, atMost: BehindCompactParallelism, atLeast: 3, describe: "behind: at least BehindCompactParallelism"},
+		{par: 1, behind: true, atMost: BehindCompactParallelism, atLeast: 3, describe: "far behind: BehindCompactParallelism"},
 	} {
 		t.Run(fmt.Sprint(tc.par, "-behind-", tc.behind), func(t *testing.T) {
 			ctx := context.Background()
@@ -101,9 +101,9 @@ func TestCompactParallelismBoundsCopies(t *testing.T) {
 			}
 			base.most.Store(0)
 			// The tails (30 MiB) are under CompactBytes: no background pass
-			// runs; this one is what a pass due and behind would be.
+			// runs; this one is what a pass due and far behind would be.
 			if tc.behind {
-				err = s.pass(ctx, passPlan{all: true, behind: true})
+				err = s.pass(ctx, passPlan{all: true, backlog: 5 * DefaultCompactBytes})
 			} else {
 				err = s.Compact(ctx)
 			}
@@ -206,8 +206,8 @@ func TestCompactCopyFailureReturnsSlots(t *testing.T) {
 
 // TestDuePlan checks when a background pass is due and what it takes:
 // nothing below CompactBytes while every tail is young; at CompactBytes a
-// pass taking the tails of at least a quarter of the average; at twice
-// CompactBytes one that copies with BehindCompactParallelism; an old tail
+// pass taking the tails of at least a quarter of the average, which knows
+// the bytes held (its backlog, which sets its parallelism); an old tail
 // makes a pass due on its own, which takes the tails older than half of
 // CompactInterval and leaves a young small one.
 func TestDuePlan(t *testing.T) {
@@ -220,26 +220,30 @@ func TestDuePlan(t *testing.T) {
 		return s
 	}
 	for _, tc := range []struct {
-		name        string
-		tails       []int
-		due, behind bool
-		minTail     int64
+		name    string
+		tails   []int
+		due     bool
+		minTail int64
 	}{
 		{name: "under CompactBytes", tails: []int{300, 300, 399}},
 		{name: "at CompactBytes", tails: []int{500, 300, 200}, due: true, minTail: 1000 / 3 / 4},
 		{name: "one below twice CompactBytes", tails: []int{1000, 999}, due: true, minTail: 1999 / 2 / 4},
-		{name: "twice CompactBytes", tails: []int{1000, 600, 400}, due: true, behind: true, minTail: 2000 / 3 / 4},
+		{name: "twice CompactBytes", tails: []int{1000, 600, 400}, due: true, minTail: 2000 / 3 / 4},
 	} {
 		plan, due := store(tc.tails...).due()
-		if due != tc.due || plan.behind != tc.behind || (tc.due && plan.minTail != tc.minTail) {
-			t.Errorf("%s %v: due %v, behind %v, minTail %d; want %v, %v, %d", tc.name, tc.tails, due, plan.behind, plan.minTail, tc.due, tc.behind, tc.minTail)
+		held := int64(0)
+		for _, n := range tc.tails {
+			held += int64(n)
+		}
+		if due != tc.due || plan.backlog != held || (tc.due && plan.minTail != tc.minTail) {
+			t.Errorf("%s %v: due %v, backlog %d, minTail %d; want %v, %d, %d", tc.name, tc.tails, due, plan.backlog, plan.minTail, tc.due, held, tc.minTail)
 		}
 	}
 	s := store(10, 20)
 	s.handles["s0"].cl.oldest = now.Add(-61 * time.Second)
 	plan, due := s.due()
-	if !due || plan.behind {
-		t.Fatalf("a tail older than CompactInterval: due %v, behind %v; want a pass, not behind", due, plan.behind)
+	if !due || plan.parallelism(s.opts) != s.opts.CompactParallelism {
+		t.Fatalf("a tail older than CompactInterval: due %v, parallelism %d; want a pass at CompactParallelism", due, plan.parallelism(s.opts))
 	}
 	if !plan.take(10, now.Add(-61*time.Second), 0) || !plan.take(10, now.Add(-31*time.Second), 0) || plan.take(20, now, 0) {
 		t.Fatalf("aged pass: takes %v (61 s), %v (31 s), %v (young, small); want true, true, false",
@@ -247,5 +251,27 @@ func TestDuePlan(t *testing.T) {
 	}
 	if !plan.take(20, now, plan.maxPin+1) {
 		t.Fatal("aged pass: a young tail pinning more than half CompactBytes of WAL is left")
+	}
+}
+
+// TestPassParallelism checks the V.data appends a pass has in flight:
+// CompactParallelism until the tails hold twice CompactBytes, then
+// doubled for each CompactBytes more, up to BehindCompactParallelism (or
+// CompactParallelism if that is larger), never fewer than it.
+func TestPassParallelism(t *testing.T) {
+	const cb = 1000
+	for _, tc := range []struct {
+		par     int
+		backlog int64
+		want    int
+	}{
+		{1, 0, 1}, {1, 1999, 1}, {1, 2000, 2}, {1, 3000, 4}, {1, 4999, 8}, {1, 5000, 16}, {1, 1 << 40, 16},
+		{4, 1999, 4}, {4, 2000, 8}, {4, 3000, 16}, {4, 9000, 16},
+		{32, 0, 32}, {32, 2000, 32}, {32, 1 << 40, 32},
+	} {
+		got := passPlan{backlog: tc.backlog}.parallelism(Options{CompactParallelism: tc.par, CompactBytes: cb})
+		if got != tc.want {
+			t.Errorf("CompactParallelism %d, %d bytes held (CompactBytes %d): %d appends in flight, want %d", tc.par, tc.backlog, cb, got, tc.want)
+		}
 	}
 }

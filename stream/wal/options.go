@@ -48,8 +48,9 @@ type Options struct {
 	// the backend: on one disk each put in flight lengthens the queue a
 	// WAL put's fsync waits in, so fewer make the appends' tail latency
 	// lower, at the cost of a longer pass. A pass that finds twice
-	// CompactBytes not yet copied (compaction falling behind) takes at
-	// least BehindCompactParallelism.
+	// CompactBytes not yet copied (compaction falling behind) takes twice
+	// as many, doubling for each CompactBytes more, up to
+	// BehindCompactParallelism.
 	CompactParallelism int
 	// SweepInterval is how often the store looks for the WALs of dead
 	// sessions that no stream points into any more, and deletes them
