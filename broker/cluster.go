@@ -507,6 +507,24 @@ func (b *Broker) awaitOpen(p *partition) *sharedlog.Log {
 	}
 }
 
+// movedCode is the error code of a Produce for p that failed here with
+// code: NOT_LEADER_OR_FOLLOWER (which leaderHint then fills with the
+// owner) once the cluster assigns p to another broker, whatever the local
+// failure was. A partition that failed as it was handed over (an append
+// cut short by the close: KAFKA_STORAGE_ERROR, or its reopen after such a
+// failure) was answered with that code and no owner, and a client that
+// does not refresh its metadata kept retrying the old owner until it
+// exited.
+func (b *Broker) movedCode(p *partition, code int16) int16 {
+	if b.cl == nil || p == nil || code == 0 {
+		return code
+	}
+	if o, ok := b.cl.m.View().Owners[unitOf(p)]; ok && o.Node != b.nodeID {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return code
+}
+
 // leaderHint fills a Produce answer of NOT_LEADER_OR_FOLLOWER for p with
 // the partition's owner (KIP-951: v10+ clients move to it without a
 // metadata refresh) and lists that broker in resp. The owner may be this

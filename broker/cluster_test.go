@@ -460,3 +460,42 @@ func produceOne(t *testing.T, cl *kgo.Client, topic string, partition int32) *km
 	}
 	return resp
 }
+
+// TestClusterProduceFailedHereNamesOwner: a Produce for a partition that
+// failed on this broker (its log being reopened after a failed write, as
+// an append cut short by a hand-over leaves it) and that the cluster has
+// assigned to another broker is answered NOT_LEADER_OR_FOLLOWER naming the
+// owner, not KAFKA_STORAGE_ERROR with no owner, which a client that does
+// not refresh its metadata retried here until this broker exited.
+func TestClusterProduceFailedHereNamesOwner(t *testing.T) {
+	addrs, brokers, _, _ := startClusterOn(t, 2)
+	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
+	createTopic(t, cl, "failedhere", 4, nil)
+	waitSpread(t, cl, "failedhere", 4, 2)
+	meta, err := metadataOf(cl, "failedhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mp kmsg.MetadataResponseTopicPartition
+	for _, m := range meta.Topics[0].Partitions {
+		if m.Leader == brokers[0].nodeID {
+			mp = m
+		}
+	}
+	// Broker 2 does not own mp: mark its copy failed and being reopened.
+	q, _ := brokers[1].catalog.partitionOf("failedhere", mp.Partition)
+	q.mu.Lock()
+	q.reopening = true
+	q.mu.Unlock()
+	t.Cleanup(func() {
+		q.mu.Lock()
+		q.reopening = false
+		q.mu.Unlock()
+	})
+	resp := produceOne(t, newClient(t, addrs[1]), "failedhere", mp.Partition)
+	got := resp.Topics[0].Partitions[0]
+	if got.ErrorCode != kerr.NotLeaderForPartition.Code || got.CurrentLeader.LeaderID != mp.Leader || got.CurrentLeader.LeaderEpoch != mp.LeaderEpoch {
+		t.Fatalf("partition %d failed on broker 2, owned by broker 1: error %d naming %d at epoch %d; want NOT_LEADER_OR_FOLLOWER naming %d at %d",
+			mp.Partition, got.ErrorCode, got.CurrentLeader.LeaderID, got.CurrentLeader.LeaderEpoch, mp.Leader, mp.LeaderEpoch)
+	}
+}

@@ -50,7 +50,10 @@ func (b *Broker) produce(r *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) fun
 				}
 			}
 			if code != 0 {
-				rp.ErrorCode = code
+				if p == nil && b.cl != nil {
+					p, _ = b.catalog.partitionOf(rt.Topic, rpp.Partition)
+				}
+				rp.ErrorCode = b.movedCode(p, code)
 				b.leaderHint(resp, rp, p)
 				continue
 			}
@@ -74,6 +77,7 @@ func (b *Broker) produce(r *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) fun
 					it.rp.ErrorMessage = errString(err.Error())
 				}
 				it.p.failed(it.l, err)
+				it.rp.ErrorCode = b.movedCode(it.p, it.rp.ErrorCode)
 				b.leaderHint(resp, it.rp, it.p)
 				if worst == 0 {
 					worst = it.rp.ErrorCode
