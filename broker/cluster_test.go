@@ -277,14 +277,7 @@ func TestClusterTopicsOnAnyBroker(t *testing.T) {
 // owner's address (KIP-951), so that a client moves to it without waiting
 // for a metadata refresh.
 func TestClusterProduceNamesLeader(t *testing.T) {
-	addrs := startClusterBrokers(t, 2)
-	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
-	createTopic(t, cl, "hint", 4, nil)
-	waitSpread(t, cl, "hint", 4, 2)
-	meta, err := metadataOf(cl, "hint")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, meta := spreadTopic(t, "hint")
 	addrOf := map[int32]string{}
 	for _, b := range meta.Brokers {
 		addrOf[b.NodeID] = net.JoinHostPort(b.Host, fmt.Sprint(b.Port))
@@ -410,10 +403,7 @@ func TestClusterProduceOpenPastWaitNamesOwner(t *testing.T) {
 // address and the partition's Metadata, which names broker 1.
 func closedOwnedPartition(t *testing.T, topic string) (*Broker, *partition, string, kmsg.MetadataResponseTopicPartition) {
 	t.Helper()
-	addrs, brokers, _, _ := startClusterOn(t, 2)
-	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
-	createTopic(t, cl, topic, 4, nil)
-	waitSpread(t, cl, topic, 4, 2)
+	addrs, brokers, _ := spreadTopic(t, topic)
 	b := brokers[0]
 	// Metadata names an owner from its assignment on, before its open is
 	// done: wait for one of broker 1's partitions to be open.
@@ -442,6 +432,22 @@ func closedOwnedPartition(t *testing.T, topic string) (*Broker, *partition, stri
 	return b, p, addrs[0], mp
 }
 
+// spreadTopic starts two brokers, creates topic with 4 partitions, waits
+// until both lead some, and returns their addresses, the brokers and the
+// topic's Metadata.
+func spreadTopic(t *testing.T, topic string) ([]string, []*Broker, *kmsg.MetadataResponse) {
+	t.Helper()
+	addrs, brokers, _, _ := startClusterOn(t, 2)
+	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
+	createTopic(t, cl, topic, 4, nil)
+	waitSpread(t, cl, topic, 4, 2)
+	meta, err := metadataOf(cl, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addrs, brokers, meta
+}
+
 // produceOne sends a Produce (v11, acks all) of one batch to partition of
 // topic through cl's first broker.
 func produceOne(t *testing.T, cl *kgo.Client, topic string, partition int32) *kmsg.ProduceResponse {
@@ -468,14 +474,7 @@ func produceOne(t *testing.T, cl *kgo.Client, topic string, partition int32) *km
 // owner, not KAFKA_STORAGE_ERROR with no owner, which a client that does
 // not refresh its metadata retried here until this broker exited.
 func TestClusterProduceFailedHereNamesOwner(t *testing.T) {
-	addrs, brokers, _, _ := startClusterOn(t, 2)
-	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
-	createTopic(t, cl, "failedhere", 4, nil)
-	waitSpread(t, cl, "failedhere", 4, 2)
-	meta, err := metadataOf(cl, "failedhere")
-	if err != nil {
-		t.Fatal(err)
-	}
+	addrs, brokers, meta := spreadTopic(t, "failedhere")
 	var mp kmsg.MetadataResponseTopicPartition
 	for _, m := range meta.Topics[0].Partitions {
 		if m.Leader == brokers[0].nodeID {

@@ -31,10 +31,8 @@ type passPlan struct {
 // CompactParallelism, doubled for each CompactBytes the tails hold from
 // twice CompactBytes on (compaction falling behind), up to
 // BehindCompactParallelism. The tails in memory stay bounded whatever the
-// setting, and a pass only a little behind does not flood the backend: at
-// 16 partitions saturating a local disk, a jump from 1 straight to 16
-// puts in flight made the WAL's fdatasyncs wait behind them, and those
-// passes held four in five of the Produce requests over 20 ms.
+// setting, and a pass only a little behind does not flood the backend:
+// on one disk, puts in flight queue the WAL's fdatasyncs behind them.
 func (p passPlan) parallelism(o Options) int {
 	k := o.CompactParallelism
 	if behind := p.backlog / max(o.CompactBytes, 1); behind >= 2 {
