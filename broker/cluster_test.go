@@ -481,8 +481,14 @@ func TestClusterProduceFailedHereNamesOwner(t *testing.T) {
 			mp = m
 		}
 	}
-	// Broker 2 does not own mp: mark its copy failed and being reopened.
-	q, _ := brokers[1].catalog.partitionOf("failedhere", mp.Partition)
+	// Broker 2 does not own mp: mark its copy failed and being reopened
+	// (once its catalog has the topic, which it learns from the cluster).
+	var q *partition
+	for deadline := time.Now().Add(10 * time.Second); q == nil; time.Sleep(10 * time.Millisecond) {
+		if q, _ = brokers[1].catalog.partitionOf("failedhere", mp.Partition); q == nil && time.Now().After(deadline) {
+			t.Fatalf("broker 2 does not know partition %d of the topic within 10 s", mp.Partition)
+		}
+	}
 	q.mu.Lock()
 	q.reopening = true
 	q.mu.Unlock()
