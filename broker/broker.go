@@ -155,6 +155,9 @@ type Broker struct {
 
 	// fetchMem holds the record bytes of Fetch responses in memory.
 	fetchMem *byteBudget
+	// bodyMem holds request bodies allocated at their declared size
+	// while their bytes arrive (readBody).
+	bodyMem *byteBudget
 	// fetchSessions counts the incremental fetch sessions of all
 	// connections (fetchsession.go).
 	fetchSessions atomic.Int64
@@ -241,6 +244,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		superseded: make(chan struct{}), fenceKick: make(chan struct{}, 1),
 		ctx: bctx, cancel: cancel,
 		fetchMem: newByteBudget(int64(cfg.FetchMemoryBytes)),
+		bodyMem:  newByteBudget(bodyMemBytes),
 		conns:    map[net.Conn]struct{}{}, perIP: map[string]int{}, lns: map[net.Listener]struct{}{},
 	}
 	if cfg.Membership != nil {

@@ -1,12 +1,16 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"runtime"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -76,38 +80,68 @@ func TestSlowRequestBodyClosed(t *testing.T) {
 	apiVersionsOK(t, addr)
 }
 
-// TestDeclaredSizeNotAllocated: ten connections declaring 100 MiB requests
-// and sending 100 bytes of them do not make the broker hold 1 GB: a
-// request body is allocated as its bytes arrive.
-func TestDeclaredSizeNotAllocated(t *testing.T) {
-	_, addr := memBrokerWith(t, nil)
-	apiVersionsOK(t, addr)
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	before := heap()
-	var conns []net.Conn
-	for range 10 {
-		c := dial(t, addr)
-		prefix := binary.BigEndian.AppendUint32(nil, 100<<20)
-		if _, err := c.Write(append(prefix, make([]byte, 100)...)); err != nil {
-			t.Fatal(err)
+// TestDeclaredSize: connections that declare large requests and send 100
+// bytes of them make the broker hold neither what they declare nor more
+// than the budget of bodies allocated at their declared size: ten
+// declaring 100 MiB each (past the budget: bodies grow as bytes arrive)
+// not 1 GB, twenty declaring 8 MiB each not 160 MiB.
+func TestDeclaredSize(t *testing.T) {
+	for _, c := range []struct {
+		conns    int
+		declared uint32
+		limit    int64
+	}{
+		{10, 100 << 20, 64 << 20},
+		{20, 8 << 20, bodyMemBytes + 8<<20},
+	} {
+		_, addr := memBrokerWith(t, nil)
+		apiVersionsOK(t, addr)
+		before := heapInUse()
+		var conns []net.Conn
+		for range c.conns {
+			conn := dial(t, addr)
+			prefix := binary.BigEndian.AppendUint32(nil, c.declared)
+			if _, err := conn.Write(append(prefix, make([]byte, 100)...)); err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, conn)
 		}
-		conns = append(conns, c)
+		// The broker reads each prefix at once; give its goroutines time
+		// to get to the body.
+		time.Sleep(500 * time.Millisecond)
+		grew := int64(heapInUse()) - int64(before)
+		t.Logf("heap grew %d KiB with %d connections each declaring %d MiB", grew>>10, c.conns, c.declared>>20)
+		if grew > c.limit {
+			t.Fatalf("heap grew %d MiB with %d connections that sent 100 bytes of a declared %d MiB each; limit %d MiB", grew>>20, c.conns, c.declared>>20, c.limit>>20)
+		}
+		runtime.KeepAlive(conns)
 	}
-	// The broker reads each prefix at once; give its goroutines time to
-	// get to the body.
-	time.Sleep(500 * time.Millisecond)
-	after := heap()
-	grew := int64(after) - int64(before)
-	t.Logf("heap grew %d KiB with 10 connections each declaring 100 MiB", grew>>10)
-	if grew > 64<<20 {
-		t.Fatalf("heap grew %d MiB with 10 connections that sent 100 bytes of a declared 100 MiB each", grew>>20)
+}
+
+// TestReadBody: bodies around and past the first buffer come back whole
+// and byte for byte, allocated at their size (budget room) or grown as
+// they arrive (none), over reads that return a few bytes at a time; a body
+// cut short is an error and gives its budget back.
+func TestReadBody(t *testing.T) {
+	for _, room := range []int64{0, 64 << 20} {
+		budget := newByteBudget(room)
+		for _, size := range []int{8, firstBodyAlloc - 1, firstBodyAlloc, firstBodyAlloc + 1, 2 * firstBodyAlloc, 3*firstBodyAlloc + 17, 40 * firstBodyAlloc} {
+			want := make([]byte, size)
+			for i := range want {
+				want[i] = byte(i*7 + i>>16)
+			}
+			got, err := readBody(iotest.HalfReader(bytes.NewReader(want)), size, budget)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("room %d, size %d: got %d bytes, equal %v, err %v", room, size, len(got), bytes.Equal(got, want), err)
+			}
+			if _, err := readBody(bytes.NewReader(want[:size-1]), size, budget); !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("room %d, size %d, one byte short: err %v, want io.ErrUnexpectedEOF", room, size, err)
+			}
+			if budget.used != 0 {
+				t.Fatalf("room %d, size %d: %d bytes of the budget still held", room, size, budget.used)
+			}
+		}
 	}
-	runtime.KeepAlive(conns)
 }
 
 // TestMaxConnectionsPerIP: with MaxConnectionsPerIP 2, a third connection
@@ -143,4 +177,12 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 	if err := av.ReadFrom(readFrame(t, other)[4:]); err != nil || av.ErrorCode != 0 {
 		t.Fatalf("ApiVersions from another address: %v code %d", err, av.ErrorCode)
 	}
+}
+
+// heapInUse returns the live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

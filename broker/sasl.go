@@ -524,7 +524,7 @@ func (cc *conn) readAuthFrame(raw bool) ([]byte, error) {
 		cc.b.metrics.badFrames.Add(1)
 		return nil, fmt.Errorf("SASL frame size %d outside [%d, %d] before authentication", size, low, maxAuthFrame)
 	}
-	frame, err := readBody(cc.r, int(size))
+	frame, err := readBody(cc.r, int(size), cc.b.bodyMem)
 	if err != nil {
 		return nil, cc.authReadErr(err)
 	}

@@ -307,12 +307,20 @@ func runSize(e *entry) int {
 // combined, so the base store need not read the payloads again. Callers
 // check the entries first (entry.verified).
 func encodeRun(inc id, entries []*entry) stream.Batch {
+	return encodeRunInto(nil, inc, entries)
+}
+
+// encodeRunInto is encodeRun into dst's memory when it has room.
+func encodeRunInto(dst []byte, inc id, entries []*entry) stream.Batch {
 	size, count := runHeader, uint32(0)
 	for _, e := range entries {
 		size += runSize(e)
 		count += e.count
 	}
-	b := make([]byte, 0, size)
+	b := dst[:0]
+	if cap(b) < size {
+		b = make([]byte, 0, size)
+	}
 	b = append(b, runMagic[:]...)
 	b = append(b, inc[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(entries[0].base))

@@ -280,13 +280,24 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appen
 		return err
 	}
 	futs := make([]*stream.AppendFuture, len(runs))
+	bufs := make([]*[]byte, len(runs))
+	// recycle hands a run's buffer back once its append completed (the
+	// store then holds no reference to it).
+	recycle := func(i int) {
+		if futs[i].Completed() {
+			runBufs.Put(bufs[i])
+		}
+	}
 	issued := 0
 	next := d
 	for i := range runs {
 		// Issue while a slot is free; the first of none outstanding waits
 		// for one (appends outstanding free theirs as this loop waits).
 		for issued < len(runs) && slots.take(ctx, issued == i) {
-			futs[issued] = data.Append(ctx, encodeRun(h.inc, runs[issued]))
+			bufs[issued] = runBufs.Get().(*[]byte)
+			b := encodeRunInto(*bufs[issued], h.inc, runs[issued])
+			*bufs[issued] = b.Payload
+			futs[issued] = data.Append(ctx, b)
 			issued++
 		}
 		if issued == i { // ctx is done; V.data holds what was waited for
@@ -297,13 +308,15 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appen
 		}
 		r, err := futs[i].Wait(ctx)
 		slots.give()
+		recycle(i)
 		if err == nil && r.BaseOffset != runs[i][0].base {
 			err = fmt.Errorf("%w: stream %q: its data stream put the batch of %d at %d", stream.ErrCorrupt, h.name, runs[i][0].base, r.BaseOffset)
 		}
 		if err != nil {
-			for _, f := range futs[i+1 : issued] {
-				f.Wait(ctx) // their slots are the pass's
+			for j := i + 1; j < issued; j++ {
+				futs[j].Wait(ctx) // their slots are the pass's
 				slots.give()
+				recycle(j)
 			}
 			h.mu.Lock()
 			h.dataSuspect = true
@@ -321,6 +334,11 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appen
 	h.mu.Unlock()
 	return nil
 }
+
+// runBufs recycles the buffers compaction encodes runs in: a pass copies
+// every byte the WAL took once more, and fresh buffers of a megabyte cost
+// their clearing besides.
+var runBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // appendSlots bound the V.data appends of a compaction pass in flight at
 // once, over all its streams (CompactParallelism); nil: no bound.
