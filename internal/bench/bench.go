@@ -164,6 +164,9 @@ type Result struct {
 	// Broker is the broker's resident memory and topic creation time
 	// (produce-consume with BrokerPID), nil without.
 	Broker *BrokerFigures `json:"broker,omitempty"`
+	// Client is the bench client's own Kafka requests over the counted
+	// runs (produce-consume), nil for other workloads.
+	Client *ClientFigures `json:"client,omitempty"`
 }
 
 // Disk is a directory's usage against the record bytes written into it.
@@ -363,6 +366,9 @@ type workload struct {
 	// broker is what prepare measured of the broker (produce-consume with
 	// a BrokerPID); run may fill in RSSEnd.
 	broker *BrokerFigures
+	// client counts the bench client's Kafka requests (produce-consume),
+	// nil for other workloads.
+	client *clientCounter
 }
 
 // Execute runs one configuration against t: prepare, warm-up, c.Runs
@@ -432,12 +438,19 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 	if c.BrokerPID != 0 {
 		io0, _ = readProcIO(c.BrokerPID)
 	}
+	var cl0, cl1 clientCounts
+	if w.client != nil {
+		cl0 = w.client.snapshot()
+	}
 	for i := 0; ok && i < c.Runs; i++ {
 		ok = wait(fmt.Sprintf("run %d/%d", i+1, c.Runs), c.Duration)
 		if ok {
 			r := m.swap()
 			if c.BrokerPID != 0 {
 				io1, _ = readProcIO(c.BrokerPID)
+			}
+			if w.client != nil {
+				cl1 = w.client.snapshot()
 			}
 			res.Runs = append(res.Runs, r)
 			writeRunLine(progress, c.Label, i+1, c.Runs, r)
@@ -455,6 +468,13 @@ func Execute(ctx context.Context, c Config, t Target, progress io.Writer) (Resul
 		return res, fmt.Errorf("%s: %w", c.Label, runErr)
 	}
 	res.Median, res.Requests, res.Server = medians(res.Runs)
+	if w.client != nil && len(res.Runs) > 0 {
+		secs := 0.0
+		for _, r := range res.Runs {
+			secs += r.Seconds
+		}
+		res.Client = cl1.since(cl0, secs)
+	}
 	if c.BrokerPID != 0 && w.broker != nil {
 		w.broker.RSSEnd, _ = rss(c.BrokerPID)
 		if io0.ok && io1.ok {

@@ -105,6 +105,11 @@ func TestWorkloads(t *testing.T) {
 			if tc.requests && res.Requests.PutsPerGiB <= 0 {
 				t.Errorf("requests counted no puts: %+v", res.Requests)
 			}
+			if cl := res.Client; (cl != nil) != (tc.workload == WorkloadProduceConsume) {
+				t.Errorf("client figures %+v for %s", cl, tc.workload)
+			} else if cl != nil && (cl.ProducePerSec <= 0 || cl.ProduceBytes <= 4<<10 || cl.FetchPerSec <= 0 || cl.FetchBytes <= 0) {
+				t.Errorf("client figures %+v: want produce requests above a record's size, and fetches", cl)
+			}
 			if !strings.Contains(progress.String(), "[run 2/2]") {
 				t.Errorf("progress lacks the run lines: %q", progress.String())
 			}

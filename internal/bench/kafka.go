@@ -58,7 +58,7 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 	if active == 0 {
 		active = c.Streams
 	}
-	w := &workload{series: []string{"produce", "e2e"}, broker: bf}
+	w := &workload{series: []string{"produce", "e2e"}, broker: bf, client: &clientCounter{}}
 	w.cleanup = func(ctx context.Context) {
 		if c.KeepTopic {
 			admin.Close()
@@ -77,7 +77,7 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 		prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(c.Linger),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
-			kgo.MaxBufferedRecords(c.Inflight))
+			kgo.MaxBufferedRecords(c.Inflight), kgo.WithHooks(w.client))
 		if err != nil {
 			return fmt.Errorf("kafka producer for %s: %w", c.Brokers, err)
 		}
@@ -98,7 +98,7 @@ func prepareKafka(ctx context.Context, c Config) (*workload, error) {
 			consumed <- nil
 		} else {
 			cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
-				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond), kgo.WithHooks(w.client))
 			if err != nil {
 				return fmt.Errorf("kafka consumer for %s: %w", c.Brokers, err)
 			}

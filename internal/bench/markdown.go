@@ -365,6 +365,7 @@ func Combine(results []Result) []Result {
 		c := Result{Config: rs[0].Config}
 		var disks []*Disk
 		var brokers []*BrokerFigures
+		var clients []*ClientFigures
 		for _, r := range rs {
 			c.Runs = append(c.Runs, r.Runs...)
 			if r.Disk != nil {
@@ -372,6 +373,9 @@ func Combine(results []Result) []Result {
 			}
 			if r.Broker != nil {
 				brokers = append(brokers, r.Broker)
+			}
+			if r.Client != nil {
+				clients = append(clients, r.Client)
 			}
 		}
 		c.Config.Runs = len(c.Runs)
@@ -384,6 +388,7 @@ func Combine(results []Result) []Result {
 			slices.SortFunc(brokers, func(a, b *BrokerFigures) int { return cmp.Compare(a.CreateSeconds, b.CreateSeconds) })
 			c.Broker = brokers[len(brokers)/2]
 		}
+		c.Client = medianClient(clients)
 		out = append(out, c)
 	}
 	return out

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratastream/strata/broker"
 	"github.com/stratastream/strata/drivers/nfs"
@@ -122,6 +126,9 @@ func TestProduceConsumePacedWithBackendFigures(t *testing.T) {
 	if bf := res.Broker; bf == nil || bf.RSSBefore <= 0 || bf.RSSEnd <= 0 || bf.CreateSeconds <= 0 {
 		t.Errorf("broker figures %+v", bf)
 	}
+	if cl := res.Client; cl == nil || cl.ProducePerSec <= 0 || cl.ProduceBytes <= 1<<10 || cl.FetchPerSec <= 0 || cl.FetchBytes <= 0 {
+		t.Errorf("client figures %+v", cl)
+	}
 	var table strings.Builder
 	WriteMarkdown(&table, Report{Results: []Result{res}}, "x")
 	if !strings.Contains(table.String(), "### Backend requests, disk and memory") {
@@ -153,7 +160,8 @@ func TestCombine(t *testing.T) {
 		return Run{Seconds: 1, Metrics: []Metric{{Name: "produce", Latency: Latency{P50: p50}}}, Requests: &Requests{PutsPerSec: puts}}
 	}
 	res := func(label string, ratio float64, runs ...Run) Result {
-		return Result{Config: Config{Label: label, Runs: len(runs)}, Runs: runs, Disk: &Disk{Ratio: ratio}}
+		return Result{Config: Config{Label: label, Runs: len(runs)}, Runs: runs, Disk: &Disk{Ratio: ratio},
+			Client: &ClientFigures{ProducePerSec: ratio * 10, ProduceBytes: ratio, FetchPerSec: ratio * 100, FetchBytes: -ratio}}
 	}
 	out := Combine([]Result{
 		res("a", 3, run(10, 100)), res("b", 1, run(1, 1)), res("a", 1, run(30, 300)), res("a", 2, run(20, 200), run(40, 400)),
@@ -164,6 +172,9 @@ func TestCombine(t *testing.T) {
 	a := out[0]
 	if len(a.Runs) != 4 || a.Config.Runs != 4 || a.Median[0].Latency.P50 != 25 || a.Requests.PutsPerSec != 250 || a.Disk.Ratio != 2 {
 		t.Fatalf("a: %d runs, p50 %v, puts/s %v, disk %v", len(a.Runs), a.Median[0].Latency.P50, a.Requests.PutsPerSec, a.Disk.Ratio)
+	}
+	if c := a.Client; c == nil || *c != (ClientFigures{ProducePerSec: 20, ProduceBytes: 2, FetchPerSec: 200, FetchBytes: -2}) {
+		t.Fatalf("a: client figures %+v, want the median of each", c)
 	}
 }
 
@@ -178,5 +189,29 @@ func TestProduceWithoutConsumer(t *testing.T) {
 	}
 	if p, e := res.Median[0], res.Median[1]; p.Ops <= 0 || e.Ops != 0 || !strings.HasSuffix(res.Config.Label, "no-consumer") {
 		t.Fatalf("produce %+v, e2e %+v, label %q: want produces only", p, e, res.Config.Label)
+	}
+	if cl := res.Client; cl == nil || cl.ProducePerSec <= 0 || cl.FetchPerSec != 0 || cl.FetchBytes != 0 {
+		t.Fatalf("client figures %+v: want produce requests and no fetches", cl)
+	}
+}
+
+// TestClientCounter counts Produce requests written and Fetch responses
+// read, and nothing else or failed.
+func TestClientCounter(t *testing.T) {
+	var c clientCounter
+	var meta kgo.BrokerMetadata
+	c.OnBrokerWrite(meta, kmsg.Produce.Int16(), 1000, 0, 0, nil)
+	c.OnBrokerWrite(meta, kmsg.Produce.Int16(), 3000, 0, 0, nil)
+	c.OnBrokerWrite(meta, kmsg.Produce.Int16(), 5000, 0, 0, errors.New("broken pipe"))
+	c.OnBrokerWrite(meta, kmsg.Fetch.Int16(), 70, 0, 0, nil)
+	c.OnBrokerRead(meta, kmsg.Fetch.Int16(), 9000, 0, 0, nil)
+	c.OnBrokerRead(meta, kmsg.Produce.Int16(), 50, 0, 0, nil)
+	c.OnBrokerRead(meta, kmsg.Metadata.Int16(), 500, 0, 0, nil)
+	got := c.snapshot().since(clientCounts{}, 2)
+	if want := (ClientFigures{ProducePerSec: 1, ProduceBytes: 2000, FetchPerSec: 0.5, FetchBytes: 9000}); *got != want {
+		t.Fatalf("figures %+v, want %+v", *got, want)
+	}
+	if got := c.snapshot().since(c.snapshot(), 1); *got != (ClientFigures{}) {
+		t.Fatalf("nothing between equal snapshots: %+v", *got)
 	}
 }
