@@ -550,13 +550,7 @@ func medians(runs []Run) ([]Metric, *Requests, *Requests) {
 	if len(runs) == 0 {
 		return nil, nil, nil
 	}
-	med := func(f func(Run) float64) float64 {
-		v := make([]float64, len(runs))
-		for i, r := range runs {
-			v[i] = f(r)
-		}
-		return Median(v)
-	}
+	med := func(f func(Run) float64) float64 { return medianBy(runs, f) }
 	out := make([]Metric, len(runs[0].Metrics))
 	for i := range out {
 		at := func(f func(Metric) float64) float64 { return med(func(r Run) float64 { return f(r.Metrics[i]) }) }
@@ -591,6 +585,15 @@ func medians(runs []Run) ([]Metric, *Requests, *Requests) {
 		}
 	}
 	return out, reqs(func(r Run) *Requests { return r.Requests }), reqs(func(r Run) *Requests { return r.Server })
+}
+
+// medianBy is the Median of f over xs.
+func medianBy[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	return Median(v)
 }
 
 // Median returns the median of v (the mean of the middle two for an even

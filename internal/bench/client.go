@@ -78,17 +78,10 @@ func medianClient(cs []*ClientFigures) *ClientFigures {
 	if len(cs) == 0 {
 		return nil
 	}
-	med := func(f func(*ClientFigures) float64) float64 {
-		v := make([]float64, len(cs))
-		for i, c := range cs {
-			v[i] = f(c)
-		}
-		return Median(v)
-	}
 	return &ClientFigures{
-		ProducePerSec: med(func(c *ClientFigures) float64 { return c.ProducePerSec }),
-		ProduceBytes:  med(func(c *ClientFigures) float64 { return c.ProduceBytes }),
-		FetchPerSec:   med(func(c *ClientFigures) float64 { return c.FetchPerSec }),
-		FetchBytes:    med(func(c *ClientFigures) float64 { return c.FetchBytes }),
+		ProducePerSec: medianBy(cs, func(c *ClientFigures) float64 { return c.ProducePerSec }),
+		ProduceBytes:  medianBy(cs, func(c *ClientFigures) float64 { return c.ProduceBytes }),
+		FetchPerSec:   medianBy(cs, func(c *ClientFigures) float64 { return c.FetchPerSec }),
+		FetchBytes:    medianBy(cs, func(c *ClientFigures) float64 { return c.FetchBytes }),
 	}
 }
