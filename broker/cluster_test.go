@@ -482,11 +482,20 @@ func TestClusterProduceFailedHereNamesOwner(t *testing.T) {
 		}
 	}
 	// Broker 2 does not own mp: mark its copy failed and being reopened
-	// (once its catalog has the topic, which it learns from the cluster).
+	// (once its catalog has the topic and its view of the cluster names
+	// mp's owner, both of which it learns from the cluster, the owner
+	// last: a broker that cannot name the owner answers without a hint).
 	var q *partition
-	for deadline := time.Now().Add(10 * time.Second); q == nil; time.Sleep(10 * time.Millisecond) {
-		if q, _ = brokers[1].catalog.partitionOf("failedhere", mp.Partition); q == nil && time.Now().After(deadline) {
-			t.Fatalf("broker 2 does not know partition %d of the topic within 10 s", mp.Partition)
+	knows := func() bool {
+		if q, _ = brokers[1].catalog.partitionOf("failedhere", mp.Partition); q == nil {
+			return false
+		}
+		o, ok := brokers[1].cl.m.View().Owners[unitOf(q)]
+		return ok && o.Node == mp.Leader && o.Epoch == mp.LeaderEpoch
+	}
+	for deadline := time.Now().Add(10 * time.Second); !knows(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("broker 2 does not know partition %d of the topic and its owner, broker %d at epoch %d, within 10 s", mp.Partition, mp.Leader, mp.LeaderEpoch)
 		}
 	}
 	q.mu.Lock()
