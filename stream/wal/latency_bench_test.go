@@ -3,7 +3,6 @@ package wal
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -119,13 +118,6 @@ func BenchmarkAppendLatencyLayers(b *testing.B) {
 	}
 	b.StopTimer()
 	for i, l := range layers {
-		d := lat[i]
-		slices.Sort(d)
-		var sum time.Duration
-		for _, x := range d {
-			sum += x
-		}
-		b.ReportMetric(float64(d[len(d)/2].Microseconds()), l.name+"-p50-µs")
-		b.ReportMetric(float64((sum / time.Duration(len(d))).Microseconds()), l.name+"-mean-µs")
+		reportLatencies(b, l.name+"-", lat[i])
 	}
 }
