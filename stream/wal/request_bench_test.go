@@ -41,7 +41,7 @@ import (
 // Each reports its requests' p50 and mean in µs. Run, with -count for
 // rounds (settings then interleave round by round):
 //
-//	go test ./stream/wal -run '^$' -bench RequestWAL -benchtime 200x -count 3 -cpu 1,2
+//	go test ./stream/wal -run '^$' -bench RequestWAL -benchtime 200x -count 2 -cpu 1,2
 func BenchmarkRequestWAL(b *testing.B) {
 	const (
 		streams = 16
