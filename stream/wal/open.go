@@ -374,8 +374,15 @@ func (a appendSlots) give() {
 }
 
 // maxRunBytes bounds a V.data run: consecutive virtual batches copied as
-// one base batch, which share its framing and its append.
-const maxRunBytes = 1 << 20
+// one base batch, which share its framing and its append. At 2 MiB a
+// saturating producer's 512 KiB batches go three to a put, not one (two
+// would not fit 1 MiB with their framing), which keeps the file system
+// out of its slow state at 16 partitions saturating; 4 MiB puts lengthen
+// the disk queue the WAL's fdatasyncs wait in more than they save
+// (docs/streamsets.md, "Limits and costs"). A fetch from V.data reads a
+// whole run, so a consumer catching up with 1 MiB per partition reads up
+// to twice what it is sent.
+const maxRunBytes = 2 << 20
 
 // runs checks the entries a copy takes and groups them into V.data runs of
 // at most maxRunBytes (and the base's MaxBatchBytes); a larger entry is a
