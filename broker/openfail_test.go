@@ -169,8 +169,13 @@ func TestCorruptPartitionDoesNotStopTakeover(t *testing.T) {
 	if _, m := get(t, h, "/metrics"); !strings.Contains(m, "\nstrata_broker_partitions_failed 0\n") {
 		t.Fatalf("/metrics after the reopen without strata_broker_partitions_failed 0:\n%s", m)
 	}
-	if !strings.Contains(logs.String(), "partition reopened") {
-		t.Fatalf("no reopen logged:\n%s", logs.String())
+	// The reopen is logged just after the partition serves again: wait
+	// for the line rather than read the log once.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "partition reopened"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reopen logged within 10 s:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
