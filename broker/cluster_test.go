@@ -88,30 +88,80 @@ func joinClusterBroker(t *testing.T, endpoints []string, name, dir string, mod f
 	return b, m, ln.Addr().String()
 }
 
-// waitSpread waits until Metadata through cl gives every partition of
-// topic a leader and uses every one of brokers.
-func waitSpread(t *testing.T, cl *kgo.Client, topic string, partitions, brokers int) {
+// waitSpread waits until Metadata from every seed broker of cl gives
+// every partition of topic a leader, uses every one of brokers and names
+// the same leader at the same epoch for each partition (a broker's view of
+// the cluster lags the etcd writes by its watch), and returns that answer.
+func waitSpread(t *testing.T, cl *kgo.Client, topic string, partitions, brokers int) *kmsg.MetadataResponse {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		leaders := map[int32]bool{}
-		ok := true
-		n := 0
-		if resp, err := metadataOf(cl, topic); err == nil && len(resp.Topics) == 1 {
-			for _, p := range resp.Topics[0].Partitions {
-				n++
-				ok = ok && p.Leader >= 0
-				leaders[p.Leader] = true
+		var first *kmsg.MetadataResponse
+		var last string
+		agree := true
+		for _, sb := range cl.SeedBrokers() {
+			resp, err := metadataOf(sb, topic)
+			if err != nil {
+				agree, last = false, err.Error()
+				break
+			}
+			if reason := spreadOf(resp, partitions, brokers); reason != "" {
+				agree, last = false, reason
+				break
+			}
+			if first == nil {
+				first = resp
+			} else if !sameLeaders(first, resp) {
+				agree, last = false, "the brokers name different leaders"
+				break
 			}
 		}
-		if ok && n == partitions && len(leaders) == brokers {
-			return
+		if agree && first != nil {
+			return first
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("topic %s: %d partitions on leaders %v within 30s, want %d on %d brokers", topic, n, leaders, partitions, brokers)
+			t.Fatalf("topic %s: not spread over %d brokers with %d partitions within 30s: %s", topic, brokers, partitions, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// spreadOf says why resp does not give each of partitions a leader on
+// brokers distinct brokers in all ("" when it does).
+func spreadOf(resp *kmsg.MetadataResponse, partitions, brokers int) string {
+	if len(resp.Topics) != 1 {
+		return fmt.Sprintf("%d topics in the answer", len(resp.Topics))
+	}
+	leaders := map[int32]bool{}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.Leader < 0 {
+			return fmt.Sprintf("partition %d has no leader", p.Partition)
+		}
+		leaders[p.Leader] = true
+	}
+	if n := len(resp.Topics[0].Partitions); n != partitions || len(leaders) != brokers {
+		return fmt.Sprintf("%d partitions on leaders %v", n, leaders)
+	}
+	return ""
+}
+
+// sameLeaders reports whether a and b name the same leader at the same
+// epoch for every partition of their one topic.
+func sameLeaders(a, b *kmsg.MetadataResponse) bool {
+	pa, pb := a.Topics[0].Partitions, b.Topics[0].Partitions
+	if len(pa) != len(pb) {
+		return false
+	}
+	at := map[int32][2]int32{}
+	for _, p := range pa {
+		at[p.Partition] = [2]int32{p.Leader, p.LeaderEpoch}
+	}
+	for _, p := range pb {
+		if at[p.Partition] != [2]int32{p.Leader, p.LeaderEpoch} {
+			return false
+		}
+	}
+	return true
 }
 
 // TestKcatCluster lists three brokers of a cluster with kcat (-L), produces
@@ -162,7 +212,7 @@ func TestJavaClientCluster(t *testing.T) {
 }
 
 // metadataOf asks for topic's metadata through cl.
-func metadataOf(cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
+func metadataOf(cl kmsg.Requestor, topic string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
@@ -440,12 +490,7 @@ func spreadTopic(t *testing.T, topic string) ([]string, []*Broker, *kmsg.Metadat
 	addrs, brokers, _, _ := startClusterOn(t, 2)
 	cl := newClient(t, addrs[0], kgo.SeedBrokers(addrs...))
 	createTopic(t, cl, topic, 4, nil)
-	waitSpread(t, cl, topic, 4, 2)
-	meta, err := metadataOf(cl, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addrs, brokers, meta
+	return addrs, brokers, waitSpread(t, cl, topic, 4, 2)
 }
 
 // produceOne sends a Produce (v11, acks all) of one batch to partition of
