@@ -52,6 +52,7 @@ func (b *Broker) owned(topicName string, partition, leaderEpoch int32) (*partiti
 // (fetchsession.go).
 func (b *Broker) fetch(cc *conn, r *kmsg.FetchRequest, resp *kmsg.FetchResponse, p *pending) int16 {
 	f := &fetchState{b: b, maxBytes: b.cfg.FetchMaxBytes, iso: sharedlog.Isolation(r.IsolationLevel)}
+	defer func() { p.records = f.recs }()
 	if r.Version < 7 || r.SessionEpoch < 0 {
 		if r.Version >= 7 && r.SessionID != 0 {
 			b.closeSession(cc, r.SessionID) // epoch -1: the client ends it
@@ -71,7 +72,7 @@ func (b *Broker) fetch(cc *conn, r *kmsg.FetchRequest, resp *kmsg.FetchResponse,
 		defer s.mu.Unlock()
 		code := b.longPoll(cc.ctx, f, r, resp, p)
 		resp.SessionID = s.id
-		s.sent(resp)
+		s.sent(resp, f.recs)
 		return code
 	}
 	s, code := cc.session(r.SessionID, r.SessionEpoch)
@@ -88,7 +89,7 @@ func (b *Broker) fetch(cc *conn, r *kmsg.FetchRequest, resp *kmsg.FetchResponse,
 	f.topics, f.session = s.topics()
 	code = b.longPoll(cc.ctx, f, r, resp, p)
 	resp.SessionID = s.id
-	s.sent(resp)
+	s.sent(resp, f.recs)
 	return code
 }
 
@@ -207,6 +208,9 @@ type fetchState struct {
 	// held is the bytes of the response's records taken from the broker's
 	// fetch memory budget.
 	held int64
+	// recs are the records of the response's partitions that have some,
+	// in response order: written from the logs' buffers (fetchwire.go).
+	recs []partRecords
 }
 
 // release gives the response's bytes back to the fetch memory budget.
@@ -220,6 +224,7 @@ func (f *fetchState) release() {
 func (f *fetchState) once(resp *kmsg.FetchResponse) (int, int16) {
 	f.release()
 	resp.Topics = resp.Topics[:0]
+	f.recs = f.recs[:0]
 	total, failed := 0, int16(0)
 	for ti, rt := range f.topics {
 		st := kmsg.NewFetchResponseTopic()
@@ -233,16 +238,19 @@ func (f *fetchState) once(resp *kmsg.FetchResponse) (int, int16) {
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			sp.RecordBatches = []byte{} // librdkafka rejects a null record set
-			code := f.partition(rt.Topic, rp, &sp, f.maxBytes-total, total == 0)
+			batches, size, code := f.partition(rt.Topic, rp, &sp, f.maxBytes-total, total == 0)
 			if code != 0 {
 				sp.ErrorCode = code
 				if failed == 0 {
 					failed = code
 				}
 			}
-			total += len(sp.RecordBatches)
-			if f.session != nil && !mustAnswer(f.session[ti][pi], &sp) {
+			total += size
+			if f.session != nil && size == 0 && !mustAnswer(f.session[ti][pi], &sp) {
 				continue
+			}
+			if size > 0 {
+				f.recs = append(f.recs, partRecords{topic: rt.Topic, partition: rp.Partition, batches: batches, size: size})
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -281,23 +289,25 @@ func (f *fetchState) reserve(n int64, first bool) bool {
 	return f.b.fetchMem.tryAcquire(n)
 }
 
-func (f *fetchState) partition(topicName string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, remaining int, first bool) int16 {
+// partition answers one partition into sp, except for its records: it
+// returns those (the log's buffers, not copied) and their bytes.
+func (f *fetchState) partition(topicName string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, remaining int, first bool) ([][]byte, int, int16) {
 	b := f.b
 	p, l, code := b.owned(topicName, rp.Partition, rp.CurrentLeaderEpoch)
 	if code != 0 {
-		return code
+		return nil, 0, code
 	}
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset()
 	limit := min(int(rp.PartitionMaxBytes), remaining)
 	if limit <= 0 && !first {
-		return 0
+		return nil, 0, 0
 	}
 	if rp.FetchOffset == sp.HighWatermark && f.iso == sharedlog.ReadUncommitted {
-		return 0 // nothing to read: no memory to reserve
+		return nil, 0, 0 // nothing to read: no memory to reserve
 	}
 	reserved := int64(max(limit, 1))
 	if !f.reserve(reserved, first) {
-		return 0 // no room in the fetch memory budget: no records this time
+		return nil, 0, 0 // no room in the fetch memory budget: no records this time
 	}
 	ctx, cancel := b.reqCtx(30 * time.Second)
 	defer cancel()
@@ -307,7 +317,7 @@ func (f *fetchState) partition(topicName string, rp kmsg.FetchRequestTopicPartit
 		p.readFailed(err)
 		if len(res.Batches) == 0 {
 			b.fetchMem.release(reserved)
-			return sharedlog.ErrorCode(err)
+			return nil, 0, sharedlog.ErrorCode(err)
 		}
 		// The batches before an unreadable one: the client reads them and
 		// gets the error when it fetches from the unreadable batch.
@@ -331,15 +341,10 @@ func (f *fetchState) partition(topicName string, rp kmsg.FetchRequestTopicPartit
 	}
 	f.held += int64(size)
 	if n > 0 {
-		recs := make([]byte, 0, size)
-		for _, bt := range res.Batches[:n] {
-			recs = append(recs, bt...)
-		}
-		sp.RecordBatches = recs
 		b.metrics.fetched(p.topic.driver, size, time.Since(start))
 	}
 	for _, a := range res.AbortedTransactions {
 		sp.AbortedTransactions = append(sp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
 	}
-	return 0
+	return res.Batches[:n], size, 0
 }

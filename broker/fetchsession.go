@@ -286,8 +286,8 @@ func mustAnswer(sp *sessionPartition, rp *kmsg.FetchResponseTopicPartition) bool
 }
 
 // sent records what resp told the client of the session's partitions, and
-// moves those that returned records to the end of the fetch order.
-func (s *fetchSession) sent(resp *kmsg.FetchResponse) {
+// moves those that returned records (recs) to the end of the fetch order.
+func (s *fetchSession) sent(resp *kmsg.FetchResponse, recs []partRecords) {
 	var moved []*sessionPartition
 	for _, rt := range resp.Topics {
 		for i := range rt.Partitions {
@@ -297,9 +297,11 @@ func (s *fetchSession) sent(resp *kmsg.FetchResponse) {
 				continue
 			}
 			sp.hwm, sp.lso, sp.logStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
-			if len(rp.RecordBatches) > 0 {
-				moved = append(moved, sp)
-			}
+		}
+	}
+	for _, r := range recs {
+		if sp := s.index[sessionKey{r.topic, r.partition}]; sp != nil {
+			moved = append(moved, sp)
 		}
 	}
 	if len(moved) == 0 || len(moved) == len(s.parts) {
