@@ -246,7 +246,7 @@ func (f *fetchState) once(resp *kmsg.FetchResponse) (int, int16) {
 				}
 			}
 			total += size
-			if f.session != nil && size == 0 && !mustAnswer(f.session[ti][pi], &sp) {
+			if f.session != nil && !mustAnswer(f.session[ti][pi], &sp, size) {
 				continue
 			}
 			if size > 0 {

@@ -279,9 +279,10 @@ func (s *fetchSession) topics() ([]kmsg.FetchRequestTopic, [][]*sessionPartition
 }
 
 // mustAnswer says whether an incremental response includes sp's answer
-// rp: it has records or an error, or offsets the client has not seen.
-func mustAnswer(sp *sessionPartition, rp *kmsg.FetchResponseTopicPartition) bool {
-	return len(rp.RecordBatches) > 0 || rp.ErrorCode != 0 || len(rp.AbortedTransactions) > 0 ||
+// rp: it has records (records bytes, which fetch keeps beside rp: see
+// partRecords), an error, or offsets the client has not seen.
+func mustAnswer(sp *sessionPartition, rp *kmsg.FetchResponseTopicPartition, records int) bool {
+	return records > 0 || rp.ErrorCode != 0 || len(rp.AbortedTransactions) > 0 ||
 		rp.HighWatermark != sp.hwm || rp.LastStableOffset != sp.lso || rp.LogStartOffset != sp.logStart
 }
 
