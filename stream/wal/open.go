@@ -378,8 +378,8 @@ func (a appendSlots) give() {
 // saturating producer's 512 KiB batches go three to a put, not one (two
 // would not fit 1 MiB with their framing), which keeps the file system
 // out of its slow state at 16 partitions saturating; 4 MiB puts lengthen
-// the disk queue the WAL's fdatasyncs wait in more than they save
-// (docs/streamsets.md, "Current figures"). A fetch from V.data reads a
+// the disk queue the WAL's fdatasyncs wait in more than they save (the
+// runs measured: `git log -- docs/streamsets.md`). A fetch from V.data reads a
 // whole run, so a consumer catching up with 1 MiB per partition reads up
 // to twice what it is sent.
 const maxRunBytes = 2 << 20
