@@ -22,48 +22,81 @@ type produceItem struct {
 // idempotent producer's pipelined requests keep their sequence order) and
 // returns the function that waits for them to be durable.
 func (b *Broker) produce(r *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) func() kmsg.Response {
-	start := time.Now()
-	var items []produceItem
+	pr := b.newProduce(r, resp)
 	for _, rt := range r.Topics {
-		st := kmsg.NewProduceResponseTopic()
-		st.Topic = rt.Topic
-		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		parts := pr.topic(rt.Topic, len(rt.Partitions))
 		for i, rpp := range rt.Partitions {
-			rp := &st.Partitions[i]
-			rp.Default()
-			rp.Partition = rpp.Partition
-			rp.BaseOffset = -1
-			rp.LogAppendTime = -1
-			rp.LogStartOffset = -1
-			if r.TransactionID != nil {
-				rp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-				rp.ErrorMessage = errString("transactions are not supported by this broker")
-				continue
-			}
-			p, l, code := b.owned(rt.Topic, rpp.Partition, -1)
-			if code == kerr.NotLeaderForPartition.Code && b.cl != nil {
-				// In a cluster: a partition that just moved here is
-				// waited for; one that moved away is named (KIP-951).
-				p, _ = b.catalog.partitionOf(rt.Topic, rpp.Partition)
-				if l = b.awaitOpen(p); l != nil {
-					code = 0
-				}
-			}
-			if code != 0 {
-				if p == nil && b.cl != nil {
-					p, _ = b.catalog.partitionOf(rt.Topic, rpp.Partition)
-				}
-				rp.ErrorCode = b.movedCode(p, code)
-				b.leaderHint(resp, rp, p)
-				continue
-			}
-			items = append(items, produceItem{rp: rp, p: p, l: l, bytes: len(rpp.Records),
-				f: l.AppendAsync(b.ctx, rpp.Records, sharedlog.AppendOptions{})})
+			pr.partition(rt.Topic, &parts[i], rpp.Partition, rpp.Records)
 		}
-		resp.Topics = append(resp.Topics, st)
 	}
-	// Items point into resp.Topics[i].Partitions, whose backing arrays do
-	// not move after this point.
+	return pr.finish()
+}
+
+// produceReq is a Produce request whose partitions' appends are being
+// started, one partition at a time: from a decoded request (produce) or
+// as each partition's records arrive (readProduce). r's Topics are not
+// used: only its version, transactional ID, acks and timeout.
+type produceReq struct {
+	b     *Broker
+	r     *kmsg.ProduceRequest
+	resp  *kmsg.ProduceResponse
+	start time.Time
+	items []produceItem
+}
+
+func (b *Broker) newProduce(r *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) *produceReq {
+	return &produceReq{b: b, r: r, resp: resp, start: time.Now()}
+}
+
+// topic adds the response of a topic of n partitions and returns them.
+// Their backing array does not move after this: items point into it.
+func (pr *produceReq) topic(name string, n int) []kmsg.ProduceResponseTopicPartition {
+	st := kmsg.NewProduceResponseTopic()
+	st.Topic = name
+	st.Partitions = make([]kmsg.ProduceResponseTopicPartition, n)
+	pr.resp.Topics = append(pr.resp.Topics, st)
+	return st.Partitions
+}
+
+// partition starts the append of one partition's records, or sets rp's
+// error.
+func (pr *produceReq) partition(topic string, rp *kmsg.ProduceResponseTopicPartition, partition int32, records []byte) {
+	b := pr.b
+	rp.Default()
+	rp.Partition = partition
+	rp.BaseOffset = -1
+	rp.LogAppendTime = -1
+	rp.LogStartOffset = -1
+	if pr.r.TransactionID != nil {
+		rp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		rp.ErrorMessage = errString("transactions are not supported by this broker")
+		return
+	}
+	p, l, code := b.owned(topic, partition, -1)
+	if code == kerr.NotLeaderForPartition.Code && b.cl != nil {
+		// In a cluster: a partition that just moved here is
+		// waited for; one that moved away is named (KIP-951).
+		p, _ = b.catalog.partitionOf(topic, partition)
+		if l = b.awaitOpen(p); l != nil {
+			code = 0
+		}
+	}
+	if code != 0 {
+		if p == nil && b.cl != nil {
+			p, _ = b.catalog.partitionOf(topic, partition)
+		}
+		rp.ErrorCode = b.movedCode(p, code)
+		b.leaderHint(pr.resp, rp, p)
+		return
+	}
+	pr.items = append(pr.items, produceItem{rp: rp, p: p, l: l, bytes: len(records),
+		f: l.AppendAsync(b.ctx, records, sharedlog.AppendOptions{})})
+}
+
+// finish returns the function that waits for the appends started to be
+// durable and fills in the response.
+func (pr *produceReq) finish() func() kmsg.Response {
+	b, r, resp, items, start := pr.b, pr.r, pr.resp, pr.items, pr.start
 	return func() kmsg.Response {
 		timeout := max(time.Duration(r.TimeoutMillis)*time.Millisecond, 30*time.Second)
 		ctx, cancel := b.reqCtx(timeout)

@@ -224,12 +224,11 @@ func (cc *conn) readLoop(queue chan<- *pending) error {
 			cc.b.log.Warn("closing connection: request size prefix out of range", "remote", cc.remote, "size", size, "max", cc.b.cfg.MaxRequestBytes)
 			return fmt.Errorf("request size %d outside [8, %d]", size, cc.b.cfg.MaxRequestBytes)
 		}
-		frame, err := readBody(r, int(size), cc.b.bodyMem)
-		if err != nil {
+		p, malformed, err := cc.readRequest(r, int(size))
+		if err != nil && !malformed {
 			return cc.readErr(fmt.Sprintf("request of %d bytes", size), err)
 		}
 		cc.b.metrics.bytesIn.Add(int64(size) + 4)
-		p, err := cc.decode(frame)
 		if err != nil {
 			cc.b.metrics.badFrames.Add(1)
 			cc.b.log.Warn("closing connection: malformed request", "remote", cc.remote, "client_id", cc.clientID, "err", err)
@@ -238,6 +237,27 @@ func (cc *conn) readLoop(queue chan<- *pending) error {
 		cc.busy.Add(1)
 		queue <- p
 	}
+}
+
+// readRequest reads a request frame of size bytes and starts handling it;
+// malformed tells a frame that does not parse from one that did not
+// arrive. A Produce request is read field by field (producewire.go),
+// any other whole.
+func (cc *conn) readRequest(r *bufio.Reader, size int) (p *pending, malformed bool, err error) {
+	hdr, err := r.Peek(4)
+	if err != nil {
+		return nil, false, err
+	}
+	if cc.produceWire(hdr) {
+		p, err = cc.readProduce(r, size)
+		return p, errors.Is(err, errFrame), err
+	}
+	frame, err := readBody(r, size, cc.b.bodyMem)
+	if err != nil {
+		return nil, false, err
+	}
+	p, err = cc.decode(frame)
+	return p, err != nil, err
 }
 
 // awaitRequest waits for the first byte of the next request: without
