@@ -36,7 +36,13 @@ type frameReader struct {
 	buf    [4]byte
 }
 
+// fail keeps the first error. The frame's size prefix was read, so a
+// connection that ends before the frame does is cut short, not closed
+// between requests.
 func (f *frameReader) fail(err error) {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
 	if f.err == nil {
 		f.err = err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func sameProduce(a, b *kmsg.ProduceRequest) error {
 // request included) are read field by field into what kmsg's ReadFrom
 // reads from the whole frame, each partition handed on once; every
 // truncation of a frame, and every frame whose body kmsg rejects, is
-// errFrame.
+// errFrame; a connection ending inside a frame is io.ErrUnexpectedEOF.
 func TestReadProduceMatchesKmsg(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	runs, truncs, mutated, rejected := 2000, 0, 0, 0
@@ -222,6 +223,10 @@ func TestReadProduceMatchesKmsg(t *testing.T) {
 				binary.BigEndian.PutUint32(short, uint32(cut-4))
 				if _, err := parseFrame(short); !errors.Is(err, errFrame) {
 					t.Fatalf("request %d cut to %d of %d bytes: %v, want errFrame", n, cut, len(frame), err)
+				}
+				// The connection ending there, the size prefix saying more.
+				if _, err := parseFrame(frame[:cut]); !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("request %d, connection ending after %d of %d bytes: %v, want io.ErrUnexpectedEOF", n, cut, len(frame), err)
 				}
 				truncs++
 			}
