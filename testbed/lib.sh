@@ -12,24 +12,59 @@ log() { echo "testbed: $*" >&2; }
 # die MSG...: fail loudly.
 die() { echo "testbed: error: $*" >&2; exit 1; }
 
-# free_port: prints a TCP port on 127.0.0.1 that is free now and lies
-# outside the kernel's ephemeral range (ip_local_port_range). An instance
-# keeps its port across ctl stop/start; a port in the ephemeral range can be
-# taken meanwhile as the source port of some outbound connection (or of a
-# client redialing it, which can connect to itself), and the restart then
-# fails with "address already in use".
+# free_port OWNER: prints a TCP port on 127.0.0.1 that is free now, lies
+# outside the kernel's ephemeral range (ip_local_port_range) and is not
+# reserved by another instance, and reserves it for OWNER (the instance's
+# state directory). An instance keeps its ports across ctl stop/start, so
+# while it is stopped nothing may take them: a port in the ephemeral range
+# can be taken as the source port of some outbound connection, and a free
+# port can be picked by another testbed (a test's private one under its own
+# STRATA_TESTBED_DIR); the restart would then fail with "address already in
+# use". Reservations live in $STRATA_PORT_REGISTRY, one file per port naming
+# its owner, shared by every testbed directory; one whose owner directory is
+# gone (testbed/down removed it) is free again.
+: "${STRATA_PORT_REGISTRY:=${TMPDIR:-/tmp}/strata-testbed-ports}"
+export STRATA_PORT_REGISTRY
 free_port() {
-  python3 - <<'PY'
-import random, socket
+  [ -n "${1:-}" ] || die "free_port: no owner directory"
+  mkdir -p "$STRATA_PORT_REGISTRY"
+  python3 - "$STRATA_PORT_REGISTRY" "$(cd "$1" && pwd -P)" <<'PY'
+import os, random, socket, sys
+registry, owner = sys.argv[1], sys.argv[2]
 lo, hi = 32768, 60999
 try:
     lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
 except OSError:
     pass
+
+def reserve(port):
+    path = os.path.join(registry, str(port))
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:
+                held = open(path).read().strip()
+            except FileNotFoundError:
+                continue
+            if held and os.path.isdir(held):
+                return False
+            # A stale reservation: its instance was removed. Whoever
+            # unlinks it first may retake it; the O_EXCL create decides.
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(owner + "\n")
+        return True
+    return False
+
 # Candidates: registered ports below the ephemeral range (or above it when
 # the range starts too low to leave room).
 ranges = [r for r in ((20000, lo - 1), (hi + 1, 65535)) if r[1] - r[0] >= 1000]
-for _ in range(200):
+for _ in range(400):
     a, b = random.choice(ranges)
     port = random.randint(a, b)
     s = socket.socket()
@@ -39,6 +74,8 @@ for _ in range(200):
         continue
     finally:
         s.close()
+    if not reserve(port):
+        continue
     print(port)
     break
 else:

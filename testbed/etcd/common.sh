@@ -88,8 +88,8 @@ new_instance() {
   : >"$envfile"
   local n
   for n in $(seq "$ETCD_MEMBERS"); do
-    echo "ETCD_CLIENT_PORT_$n=$(free_port)" >>"$envfile"
-    echo "ETCD_PEER_PORT_$n=$(free_port)" >>"$envfile"
+    echo "ETCD_CLIENT_PORT_$n=$(free_port "$state")" >>"$envfile"
+    echo "ETCD_PEER_PORT_$n=$(free_port "$state")" >>"$envfile"
   done
   echo "ETCD_TOKEN=strata-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$envfile"
 }

@@ -122,10 +122,10 @@ running() { [ -f "$envfile" ] && alive && ready; }
 new_instance() {
   rm -rf "$state/base"
   mkdir -p "$state"
-  echo "HDFS_PORT=$(free_port)" >"$envfile"
+  echo "HDFS_PORT=$(free_port "$state")" >"$envfile"
   echo "HDFS_FORMAT=format" >>"$envfile"
   if [ -n "${STRATA_HDFS_DATANODE_HOSTNAME:-}" ]; then
-    echo "HDFS_DATANODE_PORT=$(free_port)" >>"$envfile"
+    echo "HDFS_DATANODE_PORT=$(free_port "$state")" >>"$envfile"
     echo "HDFS_DATANODE_HOSTNAME=$STRATA_HDFS_DATANODE_HOSTNAME" >>"$envfile"
   fi
 }

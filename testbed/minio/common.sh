@@ -51,8 +51,8 @@ new_instance() {
   user="strata-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   pass="$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   cat >"$envfile" <<EOT
-MINIO_PORT=$(free_port)
-MINIO_CONSOLE_PORT=$(free_port)
+MINIO_PORT=$(free_port "$state")
+MINIO_CONSOLE_PORT=$(free_port "$state")
 MINIO_USER=$user
 MINIO_PASS=$pass
 EOT
