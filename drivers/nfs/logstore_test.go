@@ -241,6 +241,74 @@ func TestLogStoreZombieRace(t *testing.T) {
 	t.Logf("%d takeovers, %d acked appends, all in the log of %d", rounds, len(acks), len(log))
 }
 
+// TestLogStoreReaderRacesTakeover: a reader lists the directory, then a
+// takeover seals the last open and its stale session writes a frame past
+// the seal before the reader scans that open. The reader must not take
+// the frame (L3: what a read of the last open shows is kept only if no
+// later open record exists after it); before that check it returned the
+// stale batch at the offset the new session's first append took.
+func TestLogStoreReaderRacesTakeover(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s1, err := OpenLogStore(root, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	s2, err := OpenLogStore(root, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	old, err := s1.Open(ctx, "r", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOne(t, old, "acked")
+	var cur *stream.Stream
+	var stale error
+	hooked := false
+	loadHook = func(string) {
+		if hooked {
+			return
+		}
+		hooked = true
+		// Between the reader's listing and its scan: the takeover, then
+		// the stale session's append past the seal (fenced), then the
+		// new session's own.
+		if cur, err = s2.Open(ctx, "r", stream.OpenOptions{Epoch: 2}); err != nil {
+			t.Errorf("takeover: %v", err)
+			return
+		}
+		_, stale = old.Append(ctx, stream.Batch{Count: 1, Payload: []byte("stale")}).Result()
+		appendOne(t, cur, "new")
+	}
+	defer func() { loadHook = nil }()
+	r, err := s1.Open(ctx, "r", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hooked || cur == nil {
+		t.Fatal("the takeover did not run inside the reader's open")
+	}
+	if !errors.Is(stale, stream.ErrFenced) {
+		t.Fatalf("stale session's append: %v, want ErrFenced", stale)
+	}
+	// A fetch inside the view the open read does not refresh it (the
+	// stream's offsets would).
+	bs, err := r.Fetch(ctx, 0, stream.NoEnd, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range bs {
+		got = append(got, fmt.Sprintf("%d:%s", b.BaseOffset, b.Payload))
+	}
+	if want := []string{"0:acked", "1:new"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("reader sees %q, want %q", got, want)
+	}
+}
+
 // TestLogStoreTrimFreesSegments: a trim removes the segments wholly below
 // the new start, of this session and of earlier opens.
 func TestLogStoreTrimFreesSegments(t *testing.T) {

@@ -188,8 +188,24 @@ type logState struct {
 
 // load reads a stream directory. Every open below the last without a seal
 // is sealed (whoever sees o.<n+1> may seal open n); the last open is
-// scanned to its valid end but not sealed.
-func (s *LogStore) load(dir, name string, _ bool) (*logState, error) {
+// scanned to its valid end but not sealed, and what the scan found is kept
+// only if no later open record exists after it (L3): a later opener may
+// have sealed the last open below frames its stale session went on
+// writing, which the scan could see. Then the directory is read again.
+func (s *LogStore) load(dir, name string) (*logState, error) {
+	for range 16 {
+		st, err := s.loadOnce(dir, name)
+		if !errors.Is(err, errRetry) {
+			return st, err
+		}
+	}
+	return nil, s.unavailable("read", name, errors.New("concurrent opens kept claiming the next open record"))
+}
+
+// loadHook, if set (tests), runs in loadOnce after the directory listing.
+var loadHook func(dir string)
+
+func (s *LogStore) loadOnce(dir, name string) (*logState, error) {
 	ents, err := os.ReadDir(dir)
 	s.stats.lists.Add(1)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -223,6 +239,9 @@ func (s *LogStore) load(dir, name string, _ bool) (*logState, error) {
 	}
 	if last < 0 {
 		return nil, fmt.Errorf("%w: stream %q", stream.ErrNotFound, name)
+	}
+	if loadHook != nil {
+		loadHook(dir)
 	}
 	st := &logState{last: last}
 	rec, err := s.readOpen(dir, name, last)
@@ -276,6 +295,15 @@ func (s *LogStore) load(dir, name string, _ bool) (*logState, error) {
 			prev = z
 		}
 		st.spans = append(st.spans, sp)
+	}
+	if len(st.spans) > 0 && !st.spans[len(st.spans)-1].sealed {
+		_, err := os.Lstat(filepath.Join(dir, openName(last+1)))
+		s.stats.heads.Add(1)
+		if err == nil {
+			return nil, errRetry
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, s.unavailable("read", name, err)
+		}
 	}
 	st.start, st.end = prev.start, prev.end
 	return st, nil
@@ -543,7 +571,7 @@ type logAppend struct {
 
 func (s *LogStore) openReader(name string) (*logStream, error) {
 	dir := s.dir(name)
-	st, err := s.load(dir, name, false)
+	st, err := s.load(dir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -557,7 +585,7 @@ func (s *LogStore) openReader(name string) (*logStream, error) {
 // before it (read after the claim: W1's fence).
 func (s *LogStore) openWriter(name string, epoch uint64) (*logStream, error) {
 	dir := s.dir(name)
-	st, err := s.load(dir, name, true)
+	st, err := s.load(dir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -995,7 +1023,7 @@ func (ls *logStream) refresh() error {
 			}
 		}
 	}
-	nst, err := ls.s.load(ls.dir, ls.name, false)
+	nst, err := ls.s.load(ls.dir, ls.name)
 	if err != nil {
 		return err
 	}
