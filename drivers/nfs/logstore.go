@@ -79,6 +79,12 @@ type LogOptions struct {
 	// the granularity at which a trim punches out what it frees (default
 	// 1 MiB).
 	IndexBytes int64
+	// SpareSegments is how many segments a session keeps, when a trim
+	// frees them, to write its next segments into instead of new files
+	// (default 8; negative: none, every freed segment is removed and the
+	// bytes below a trim punched out at once). A spare not reused within
+	// 30 s is removed at the next trim.
+	SpareSegments int
 	// Logger receives the store's warnings (default: discard).
 	Logger *slog.Logger
 	// NoFsync skips fdatasync and fsync: acknowledged appends are then lost
@@ -91,6 +97,7 @@ const (
 	DefaultLogSegmentBytes  = 64 << 20
 	DefaultLogPreallocBytes = 1 << 20
 	DefaultLogIndexBytes    = 1 << 20
+	DefaultLogSpareSegments = 8
 )
 
 type logStats struct {
@@ -117,6 +124,12 @@ func NewLogStore(dir string, opts LogOptions) (*LogStore, error) {
 	}
 	if opts.IndexBytes <= 0 {
 		opts.IndexBytes = DefaultLogIndexBytes
+	}
+	switch {
+	case opts.SpareSegments == 0:
+		opts.SpareSegments = DefaultLogSpareSegments
+	case opts.SpareSegments < 0:
+		opts.SpareSegments = 0
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -541,6 +554,10 @@ func trimName(n int64) string { return fmt.Sprintf("t.%020d", n) }
 func segName(n, seq int64) string {
 	return fmt.Sprintf("d.%020d.%020d", n, seq)
 }
+
+// spareName names a removed segment kept for reuse by the session of
+// open n (r.<n>.<k>); loads ignore it, a later open removes it.
+func spareName(n, k int64) string { return fmt.Sprintf("r.%020d.%020d", n, k) }
 
 var logTable = crc32.MakeTable(crc32.Castagnoli)
 

@@ -309,6 +309,90 @@ func TestLogStoreReaderRacesTakeover(t *testing.T) {
 	}
 }
 
+// TestLogStoreReusesSegments: segments a trim frees are kept as spares
+// and written again as new segments; their old frames never read as part
+// of the log, for the session, a reader, or the next open.
+func TestLogStoreReusesSegments(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := OpenLogStore(root, LogOptions{SegmentBytes: 4 << 10, PreallocBytes: 1 << 10, IndexBytes: 500, SpareSegments: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Open(ctx, "r", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, dirName("r"))
+	payload := func(i int) string { return fmt.Sprintf("%04d-%s", i, strings.Repeat("x", 200)) }
+	spares, reused := 0, 0
+	for i := range 400 {
+		appendOne(t, st, payload(i))
+		if i%20 != 19 {
+			continue
+		}
+		if err := st.Trim(ctx, int64(i-30)); err != nil && i >= 30 {
+			t.Fatalf("trim to %d: %v", i-30, err)
+		}
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "r.") {
+				spares++
+			}
+		}
+	}
+	ls := s.Driver().(*LogStore)
+	for ss := range ls.sessions {
+		reused = int(ss.spareN) - len(ss.spares)
+	}
+	if spares == 0 || reused == 0 {
+		t.Fatalf("spares seen %d, reused %d: the test did not reuse a segment", spares, reused)
+	}
+	check := func(who string, r *stream.Stream) {
+		t.Helper()
+		pos := r.StartOffset()
+		if pos != 369 || r.NextOffset() != 400 {
+			t.Fatalf("%s: [%d, %d), want [369, 400)", who, pos, r.NextOffset())
+		}
+		for pos < 400 {
+			bs, err := r.Fetch(ctx, pos, stream.NoEnd, 0)
+			if err != nil || len(bs) == 0 {
+				t.Fatalf("%s: fetch at %d: %d batches, %v", who, pos, len(bs), err)
+			}
+			for _, b := range bs {
+				if b.BaseOffset != pos || string(b.Payload) != payload(int(pos)) {
+					t.Fatalf("%s: batch at %d (want %d): %.4s", who, b.BaseOffset, pos, b.Payload)
+				}
+				pos = b.EndOffset()
+			}
+		}
+	}
+	check("writer", st)
+	r, err := s.Open(ctx, "r", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("reader", r)
+	s2, err := OpenLogStore(root, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	next, err := s2.Open(ctx, "r", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("next open", next)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "r.") {
+			t.Fatalf("spare %s left after the next open", e.Name())
+		}
+	}
+	t.Logf("%d spares seen after trims, %d reused", spares, reused)
+}
+
 // TestLogStoreTrimFreesSegments: a trim removes the segments wholly below
 // the new start, of this session and of earlier opens.
 func TestLogStoreTrimFreesSegments(t *testing.T) {
@@ -562,7 +646,7 @@ func TestLogStoreCloseRacesAppends(t *testing.T) {
 func TestLogStoreTrimPunchesHoles(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	s, err := OpenLogStore(root, LogOptions{IndexBytes: 64 << 10})
+	s, err := OpenLogStore(root, LogOptions{IndexBytes: 64 << 10, SpareSegments: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -551,6 +551,8 @@ type logStream struct {
 	stop    sync.Once
 	trimMu  sync.Mutex // held by a trim, and by shutdown
 	gone    int64      // the own open's segments below this are removed (trimMu)
+	spares  []spare    // removed segments kept for reuse, oldest first (ls.mu)
+	spareN  int64      // names the next spare (trimMu)
 	retired []*os.File // segments rolled from in the group being written
 	tail    []byte     // the current segment's bytes of its last partial block (direct writes)
 	wb      []byte     // the writer's buffer (wbegin)
@@ -624,6 +626,7 @@ func (s *LogStore) openWriter(name string, epoch uint64) (*logStream, error) {
 	if err != nil {
 		return nil, s.unavailable("open", name, err)
 	}
+	s.removeSpares(dir)
 	st.last, st.lastEpoch = n, epoch
 	own := &span{n: n, first: st.end, end: st.end, sealed: false}
 	st.spans = append(st.spans, own)
@@ -927,14 +930,21 @@ func (ls *logStream) lastIdxPos() int64 {
 // newSegment makes segment seq of the session's open and makes it
 // current; its name is durable before any frame in it is acknowledged.
 func (ls *logStream) newSegment(seq, first int64) error {
-	fd, err := unix.Openat(int(ls.dirf.Fd()), segName(ls.n, seq), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), filepath.Join(ls.dir, segName(ls.n, seq)))
-	alloc := int64(0)
-	if preallocate(f, 0, ls.s.opts.PreallocBytes) == nil {
-		alloc = ls.s.opts.PreallocBytes
+	var alloc int64
+	f := ls.takeSpare(segName(ls.n, seq))
+	if f != nil {
+		if fi, err := f.Stat(); err == nil {
+			alloc = fi.Size()
+		}
+	} else {
+		fd, err := unix.Openat(int(ls.dirf.Fd()), segName(ls.n, seq), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return err
+		}
+		f = os.NewFile(uintptr(fd), filepath.Join(ls.dir, segName(ls.n, seq)))
+		if preallocate(f, 0, ls.s.opts.PreallocBytes) == nil {
+			alloc = ls.s.opts.PreallocBytes
+		}
 	}
 	if !ls.s.opts.NoFsync {
 		err := f.Sync()
@@ -1234,6 +1244,17 @@ func (ls *logStream) missing(sp *span, off int64) error {
 }
 
 func (ls *logStream) corrupt(sp *span, off int64, err error) error {
+	// A read racing a trim may find the bytes it was reading replaced: a
+	// freed segment written again as a spare. Below the start now, that
+	// is the offset gone, not corruption.
+	if ls.mode == stream.ModeReadOnly {
+		if rerr := ls.refresh(); rerr != nil {
+			return rerr
+		}
+	}
+	if lo, hi := ls.bounds(); off < lo {
+		return fmt.Errorf("%w: fetch %q at %d: stream holds [%d, %d)", stream.ErrOffsetOutOfRange, ls.name, off, lo, hi)
+	}
 	if errors.Is(err, io.EOF) {
 		err = errors.New("segment ends early")
 	}
@@ -1328,7 +1349,9 @@ func (ls *logStream) keepPoint(off int64) idxEnt {
 // cannot, the bytes stay until the segment is removed. The segment is
 // opened by name: the writer may close ls.cur meanwhile.
 func (ls *logStream) punch(k idxEnt) {
-	if k.pos == 0 {
+	if k.pos == 0 || ls.s.opts.SpareSegments > 0 {
+		// With spares the segment is kept whole for reuse: the bytes
+		// below the trim stay until the segment is recycled.
 		return
 	}
 	f, err := os.OpenFile(filepath.Join(ls.dir, segName(ls.n, k.seq)), os.O_WRONLY, 0)
@@ -1370,6 +1393,9 @@ func (ls *logStream) dropBelow(off int64) (own *span, earlier []*span) {
 func (ls *logStream) removeBelow(own *span, keepSeq int64, earlier []*span) {
 	if own != nil {
 		for ; ls.gone < keepSeq; ls.gone++ {
+			if ls.recycle(segName(own.n, ls.gone)) {
+				continue
+			}
 			if os.Remove(filepath.Join(ls.dir, segName(own.n, ls.gone))) == nil {
 				ls.s.stats.deletes.Add(1)
 			}
@@ -1386,6 +1412,91 @@ func (ls *logStream) removeBelow(own *span, keepSeq int64, earlier []*span) {
 				ls.s.stats.deletes.Add(1)
 			}
 		}
+	}
+}
+
+// removeSpares removes the spare segments earlier sessions left (they
+// are fenced now; one still taking its spare finds it gone and makes a
+// new file).
+func (s *LogStore) removeSpares(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "r.") && os.Remove(filepath.Join(dir, e.Name())) == nil {
+			s.stats.deletes.Add(1)
+		}
+	}
+}
+
+// recycle keeps a removed segment of the own open as a spare, renamed
+// r.<n>.<k>, for newSegment to reuse (LogOptions.SpareSegments), and says
+// whether it did. A reused segment is overwritten in place: its blocks
+// are allocated and written already, which a write into a fresh or
+// preallocated (unwritten) extent is not, and the file system then has no
+// extent to convert and no size to commit at each fdatasync (on ext4 a
+// 7 MiB direct write and its fdatasync took 2.5 ms instead of 4.2). Its
+// old frames hold offsets below the trim, which never continue the
+// offsets a scan expects (L4), so they read as the end of the log, as
+// the preallocated zeros did. Called with ls.trimMu held.
+func (ls *logStream) recycle(seg string) bool {
+	now := time.Now()
+	ls.mu.Lock()
+	var stale []spare
+	for len(ls.spares) > 0 && now.Sub(ls.spares[0].at) > spareTTL {
+		stale = append(stale, ls.spares[0])
+		ls.spares = ls.spares[1:]
+	}
+	full := len(ls.spares) >= ls.s.opts.SpareSegments
+	ls.mu.Unlock()
+	for _, sp := range stale {
+		_ = unix.Unlinkat(int(ls.dirf.Fd()), sp.name, 0)
+	}
+	if full {
+		return false
+	}
+	name := spareName(ls.n, ls.spareN)
+	if unix.Renameat2(int(ls.dirf.Fd()), seg, int(ls.dirf.Fd()), name, unix.RENAME_NOREPLACE) != nil {
+		return false
+	}
+	ls.spareN++
+	ls.s.stats.deletes.Add(1)
+	ls.mu.Lock()
+	ls.spares = append(ls.spares, spare{name: name, at: now})
+	ls.mu.Unlock()
+	return true
+}
+
+// A spare segment, and when it was freed. Spares not reused within
+// spareTTL are removed at the next trim: a WAL whose writes slowed down
+// does not keep the disk its peak needed.
+type spare struct {
+	name string
+	at   time.Time
+}
+
+const spareTTL = 30 * time.Second
+
+// takeSpare renames a spare segment to name and opens it, or returns nil
+// if there is none (or it is gone: a later open removed it).
+func (ls *logStream) takeSpare(name string) *os.File {
+	for {
+		ls.mu.Lock()
+		if len(ls.spares) == 0 {
+			ls.mu.Unlock()
+			return nil
+		}
+		spare := ls.spares[len(ls.spares)-1].name // the newest: its blocks are likelier cached
+		ls.spares = ls.spares[:len(ls.spares)-1]
+		ls.mu.Unlock()
+		dfd := int(ls.dirf.Fd())
+		if unix.Renameat2(dfd, spare, dfd, name, unix.RENAME_NOREPLACE) != nil {
+			continue
+		}
+		fd, err := unix.Openat(dfd, name, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			_ = unix.Unlinkat(dfd, name, 0)
+			continue
+		}
+		return os.NewFile(uintptr(fd), filepath.Join(ls.dir, name))
 	}
 }
 
