@@ -133,3 +133,9 @@ func writeDirectAt(f *os.File, p []byte, off int64) error {
 	}
 	return err
 }
+
+// renameNoReplace renames old to new in the directory dirfd, failing if
+// new exists (renameat2 RENAME_NOREPLACE).
+func renameNoReplace(dirfd int, old, new string) error {
+	return unix.Renameat2(dirfd, old, dirfd, new, unix.RENAME_NOREPLACE)
+}

@@ -55,6 +55,7 @@ type LogStore struct {
 	// the file system refuses them)
 	dioAlign     atomic.Int64
 	directWrites atomic.Int64 // groups written with O_DIRECT
+	noSpares     atomic.Bool  // renameat2 RENAME_NOREPLACE refused: no spare segments
 	info         stream.Info
 	closed       atomic.Bool
 	tmpSeq       atomic.Int64

@@ -1349,7 +1349,7 @@ func (ls *logStream) keepPoint(off int64) idxEnt {
 // cannot, the bytes stay until the segment is removed. The segment is
 // opened by name: the writer may close ls.cur meanwhile.
 func (ls *logStream) punch(k idxEnt) {
-	if k.pos == 0 || ls.s.opts.SpareSegments > 0 {
+	if k.pos == 0 || (ls.s.opts.SpareSegments > 0 && !ls.s.noSpares.Load()) {
 		// With spares the segment is kept whole for reuse: the bytes
 		// below the trim stay until the segment is recycled.
 		return
@@ -1445,7 +1445,7 @@ func (ls *logStream) recycle(seg string) bool {
 		stale = append(stale, ls.spares[0])
 		ls.spares = ls.spares[1:]
 	}
-	full := len(ls.spares) >= ls.s.opts.SpareSegments
+	full := len(ls.spares) >= ls.s.opts.SpareSegments || ls.s.noSpares.Load()
 	ls.mu.Unlock()
 	for _, sp := range stale {
 		_ = unix.Unlinkat(int(ls.dirf.Fd()), sp.name, 0)
@@ -1454,7 +1454,10 @@ func (ls *logStream) recycle(seg string) bool {
 		return false
 	}
 	name := spareName(ls.n, ls.spareN)
-	if unix.Renameat2(int(ls.dirf.Fd()), seg, int(ls.dirf.Fd()), name, unix.RENAME_NOREPLACE) != nil {
+	if err := renameNoReplace(int(ls.dirf.Fd()), seg, name); err != nil {
+		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
+			ls.s.noSpares.Store(true) // the file system cannot: punch instead
+		}
 		return false
 	}
 	ls.spareN++
@@ -1488,7 +1491,7 @@ func (ls *logStream) takeSpare(name string) *os.File {
 		ls.spares = ls.spares[:len(ls.spares)-1]
 		ls.mu.Unlock()
 		dfd := int(ls.dirf.Fd())
-		if unix.Renameat2(dfd, spare, dfd, name, unix.RENAME_NOREPLACE) != nil {
+		if renameNoReplace(dfd, spare, name) != nil {
 			continue
 		}
 		fd, err := unix.Openat(dfd, name, unix.O_RDWR|unix.O_CLOEXEC, 0)
