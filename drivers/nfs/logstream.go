@@ -1417,12 +1417,12 @@ func (ls *logStream) removeBelow(own *span, keepSeq int64, earlier []*span) {
 
 // removeSpares removes the spare segments earlier sessions left (they
 // are fenced now; one still taking its spare finds it gone and makes a
-// new file).
+// new file). Not counted as deletes: recycle counted each.
 func (s *LogStore) removeSpares(dir string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "r.") && os.Remove(filepath.Join(dir, e.Name())) == nil {
-			s.stats.deletes.Add(1)
+		if strings.HasPrefix(e.Name(), "r.") {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
 }
@@ -1487,7 +1487,7 @@ func (ls *logStream) takeSpare(name string) *os.File {
 			ls.mu.Unlock()
 			return nil
 		}
-		spare := ls.spares[len(ls.spares)-1].name // the newest: its blocks are likelier cached
+		spare := ls.spares[len(ls.spares)-1].name // the newest: the oldest expire first
 		ls.spares = ls.spares[:len(ls.spares)-1]
 		ls.mu.Unlock()
 		dfd := int(ls.dirf.Fd())
