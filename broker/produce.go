@@ -94,9 +94,14 @@ func (pr *produceReq) partition(topic string, rp *kmsg.ProduceResponseTopicParti
 }
 
 // finish returns the function that waits for the appends started to be
-// durable and fills in the response.
+// durable and fills in the response. All of the request's appends have
+// started: its logs are told (Flush) that no more follow, so that a
+// stream set with FlushWhenIdle cuts them without waiting out its linger.
 func (pr *produceReq) finish() func() kmsg.Response {
 	b, r, resp, items, start := pr.b, pr.r, pr.resp, pr.items, pr.start
+	for _, it := range items {
+		it.l.Flush() // the first cuts what its stream set holds, the rest find it cut
+	}
 	return func() kmsg.Response {
 		timeout := max(time.Duration(r.TimeoutMillis)*time.Millisecond, 30*time.Second)
 		ctx, cancel := b.reqCtx(timeout)

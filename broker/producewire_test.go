@@ -3,18 +3,23 @@ package broker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratastream/strata/drivers/memory"
 	"github.com/stratastream/strata/sharedlog/sharedlogtest"
+	"github.com/stratastream/strata/stream"
 )
 
 // produceFrame is a Produce request frame as a client sends it: size
@@ -344,5 +349,67 @@ func TestProduceWireSlowClient(t *testing.T) {
 	}
 	if got := consumeAll(t, addr, "slow", 3); len(got) != 3 || got[2].offset != 2 {
 		t.Fatalf("consumed %d records, want 3 at offsets 0-2", len(got))
+	}
+}
+
+// flushCounting is a store whose streams count the Flush hints they get.
+type flushCounting struct {
+	stream.DriverStore
+	mu      sync.Mutex
+	flushes map[string]int
+}
+
+func (f *flushCounting) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := f.DriverStore.Open(ctx, name, o)
+	if err != nil {
+		return nil, err
+	}
+	return flushCountingStream{st, f}, nil
+}
+
+type flushCountingStream struct {
+	stream.DriverStream
+	f *flushCounting
+}
+
+func (s flushCountingStream) Flush() {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	s.f.flushes[s.Name()]++
+}
+
+// TestProduceFlushesItsLogs: once a Produce request's appends have started,
+// the broker tells each of its partitions' streams that no more follow
+// (stream.Stream.Flush), so that a stream set cuts them without waiting out
+// its linger.
+func TestProduceFlushesItsLogs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mem, err := memory.Open(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := &flushCounting{DriverStore: mem.Driver(), flushes: map[string]int{}}
+	_, addr := startBroker(t, stream.NewStore(fc), nil)
+	cl := newClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, cl, "hinted", 2, nil)
+	for i := range 3 {
+		rs := []*kgo.Record{{Topic: "hinted", Partition: 0, Value: []byte{byte(i)}}, {Topic: "hinted", Partition: 1, Value: []byte{byte(i)}}}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	var hinted []int
+	for name, n := range fc.flushes {
+		if strings.HasPrefix(name, "strata/t/") && strings.HasSuffix(name, "/data") {
+			hinted = append(hinted, n)
+		}
+	}
+	// Three rounds, each partition in one request a round (the client
+	// may send a round as one request or two).
+	if len(hinted) != 2 || hinted[0] < 3 || hinted[1] < 3 {
+		t.Fatalf("Flush hints by stream: %v; want both partitions' data streams, at least one a round each", fc.flushes)
 	}
 }

@@ -195,6 +195,11 @@ func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions)
 	return p.f
 }
 
+// Flush hints that no append follows for now (stream.Stream.Flush): the
+// appends started may go to the backend without waiting out a linger. A
+// broker calls it once it has started a Produce request's appends.
+func (l *Log) Flush() { l.data.Flush() }
+
 // usable reports why the log takes no appends; the caller holds mu.
 func (l *Log) usable() error {
 	if l.closed {

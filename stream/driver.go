@@ -49,3 +49,13 @@ type DriverStream interface {
 	// calls it once.
 	Close() error
 }
+
+// Flusher is a DriverStream that holds appends back to batch them with
+// others (a linger, as the write-ahead stream sets of package wal do).
+// Flush is a hint from the caller that it appends nothing more for now
+// (a broker has started the appends of a whole request): the session may
+// send what it holds at once instead of waiting out its linger. It does
+// not wait, and every append completes as it would have.
+type Flusher interface {
+	Flush()
+}

@@ -180,6 +180,49 @@ func TestFrontDoorFetchMaxBytes(t *testing.T) {
 	}
 }
 
+// TestFrontDoorFlush: Flush reaches a driver that batches (Flusher) from a
+// read-write session only, and never after Close.
+func TestFrontDoorFlush(t *testing.T) {
+	ctx := context.Background()
+	d := &carelessStore{}
+	store := stream.NewStore(flushing{d})
+	rw, err := store.Open(ctx, "rw", stream.OpenOptions{Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := store.Open(ctx, "ro", stream.OpenOptions{Mode: stream.ModeReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw.Flush()
+	ro.Flush()
+	if err := rw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rw.Flush()
+	plain, err := stream.NewStore(d).Open(ctx, "plain", stream.OpenOptions{Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.Flush() // a driver that does not batch: nothing to call
+	want := []string{`Open "rw" mode 0`, `Open "ro" mode 1`, `Flush "rw"`, "Close stream", `Open "plain" mode 0`}
+	if strings.Join(d.calls, "; ") != strings.Join(want, "; ") {
+		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(d.calls, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// flushing is a careless driver whose streams are Flushers.
+type flushing struct{ *carelessStore }
+
+func (f flushing) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := f.carelessStore.Open(ctx, name, o)
+	return flushingStream{st.(*carelessStream)}, err
+}
+
+type flushingStream struct{ *carelessStream }
+
+func (s flushingStream) Flush() { s.c.record("Flush %q", s.name) }
+
 // failing is a careless driver whose Create fails with a bare sentinel.
 type failing struct{ *carelessStore }
 

@@ -208,6 +208,16 @@ func (s *Stream) Append(ctx context.Context, b Batch) *AppendFuture {
 	return FailedAppend(fmt.Errorf("%w: append to stream %q: the %s driver returned no future", ErrUnavailable, s.name, s.info.Driver))
 }
 
+// Flush hints that the caller appends nothing more for now: a driver that
+// holds appends back to batch them (Flusher) may send what it holds at
+// once. It does not wait and fails nothing; on a driver that does not
+// batch, and on a closed or read-only session, it does nothing.
+func (s *Stream) Flush() {
+	if f, ok := s.d.(Flusher); ok && s.mode == ModeReadWrite && !s.closed.Load() {
+		f.Flush()
+	}
+}
+
 // Fetch returns whole batches overlapping [start, end), in order, up to
 // about maxBytes of Batch.Size (always at least one batch if any exists).
 // end beyond NextOffset is clamped; maxBytes <= 0 means Info.MaxFetchBytes,

@@ -3,6 +3,7 @@ package wal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +21,23 @@ type gatedBase struct {
 	stream.DriverStore
 	gate    chan struct{}
 	once    sync.Once
+	opened  sync.Once
 	appends atomic.Int64
+}
+
+// release lets the first WAL append through (once; later calls do nothing).
+func (g *gatedBase) release() { g.opened.Do(func() { close(g.gate) }) }
+
+// awaitFirst waits until the first WAL append has reached the base, or
+// fails with why.
+func (g *gatedBase) awaitFirst(ctx context.Context, t *testing.T, why string) {
+	t.Helper()
+	for g.appends.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal(why)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (g *gatedBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
@@ -62,26 +79,19 @@ func TestFlushWhenIdle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var open sync.Once
-	release := func() { open.Do(func() { close(g.gate) }) }
 	defer s.Close()
-	defer release() // before Close, which flushes what is queued
+	defer g.release() // before Close, which flushes what is queued
 	st, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("first")})
-	for g.appends.Load() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the first append did not reach the WAL while it was idle (it waits out Linger)")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	g.awaitFirst(ctx, t, "the first append did not reach the WAL while it was idle (it waits out Linger)")
 	var rest []*stream.AppendFuture
 	for i := range 3 {
 		rest = append(rest, st.Append(ctx, stream.Batch{Count: 1, Payload: []byte{byte('0' + i)}}))
 	}
-	release()
+	g.release()
 	for i, f := range append([]*stream.AppendFuture{first}, rest...) {
 		if _, err := f.Wait(ctx); err != nil {
 			t.Fatalf("append %d: %v", i, err)
@@ -89,6 +99,63 @@ func TestFlushWhenIdle(t *testing.T) {
 	}
 	if n := g.appends.Load(); n != 2 {
 		t.Fatalf("%d WAL appends for one append and three queued behind it; want 2", n)
+	}
+}
+
+// TestFlushHint: with FlushWhenIdle, a stream's Flush cuts the appends
+// queued behind a WAL append in flight at once, not Linger after the last
+// cut; without it Flush leaves them to Linger (at most one WAL batch per
+// Linger).
+func TestFlushHint(t *testing.T) {
+	for _, idle := range []bool{true, false} {
+		t.Run(fmt.Sprintf("FlushWhenIdle=%v", idle), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			g := &gatedBase{DriverStore: memory.New(memory.Config{}).Driver(), gate: make(chan struct{})}
+			ws, err := NewStore(stream.NewStore(g), Options{Linger: time.Hour, FlushWhenIdle: idle})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := stream.NewStore(ws)
+			defer s.Close()
+			defer g.release()
+			st, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The first goes out at once (an idle WAL, or nothing cut for
+			// Linger) and is held in flight; the second queues behind it.
+			first := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("first")})
+			g.awaitFirst(ctx, t, "the first append did not reach the WAL")
+			second := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("second")})
+			st.Flush()
+			want := int64(1)
+			if idle {
+				want = 2
+			}
+			if n := g.appends.Load(); n != want {
+				t.Fatalf("%d WAL appends after Flush with one in flight and one queued; want %d", n, want)
+			}
+			g.release()
+			if _, err := first.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if idle {
+				if res, err := second.Wait(ctx); err != nil || res.BaseOffset != 1 {
+					t.Fatalf("the flushed append: %+v, %v; want offset 1", res, err)
+				}
+				return
+			}
+			if second.Completed() {
+				t.Fatal("without FlushWhenIdle the queued append completed before Linger")
+			}
+			if err := s.Close(); err != nil { // flushes what is queued
+				t.Fatal(err)
+			}
+			if res, err := second.Wait(ctx); err != nil || res.BaseOffset != 1 {
+				t.Fatalf("the queued append after Close: %+v, %v; want offset 1", res, err)
+			}
+		})
 	}
 }
 

@@ -25,7 +25,10 @@ type Options struct {
 	// a flusher goroutine, so appends a caller makes back to back (the
 	// partitions of one Produce request) go out together. Latency of one base
 	// append at light load, at the cost of more base appends (up to one per
-	// base append time); off, every batch waits out Linger.
+	// base append time); off, every batch waits out Linger. With it, a
+	// stream's Flush (stream.Flusher: a broker has started all of a
+	// request's appends) cuts the queue at once too, up to
+	// MaxInflightFlushes batches in flight; without it Flush does nothing.
 	FlushWhenIdle bool
 	// MaxFlushBytes cuts a WAL batch once the queued appends reach it
 	// (default DefaultMaxFlushBytes, at most the base's MaxBatchBytes).

@@ -443,6 +443,9 @@ func simIDs(p int) func() [16]byte {
 
 func (w *simWorld) procOpts(p int) Options {
 	o := Options{Linger: -1, MaxInflightFlushes: 1 + w.rng.IntN(3), SweepInterval: time.Hour, NewID: simIDs(p), broken: w.broken}
+	// Odd processes cut WAL batches from a flusher goroutine and on Flush
+	// hints (the appender's, after appends of count 2), not inline.
+	o.FlushWhenIdle = p%2 == 1
 	if w.noSweep {
 		o.SweepInterval = -1
 	}
@@ -826,6 +829,9 @@ func (w *simWorld) openRW(p *simProc, v string) {
 func (w *simWorld) appender(vs *simVS, st stream.DriverStream, apps chan simAppend) {
 	for a := range apps {
 		f := st.Append(context.Background(), a.batch)
+		if a.batch.Count == 2 {
+			st.(stream.Flusher).Flush()
+		}
 		go func() {
 			res, err := f.Result()
 			w.onAppend(vs, a, res, err)

@@ -191,6 +191,24 @@ func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFutu
 	}
 }
 
+// Flush (stream.Flusher), with FlushWhenIdle, cuts the session's queued WAL
+// appends now, as far as MaxInflightFlushes allows, rather than Linger after
+// the last cut: the caller (a broker that started a Produce request's
+// appends) has nothing more to add to them. Without FlushWhenIdle it does
+// nothing: Linger is then a bound on the WAL batches cut (a billed backend's
+// puts), which a hint per request would break.
+func (h *vstream) Flush() {
+	if !h.s.opts.FlushWhenIdle {
+		return
+	}
+	h.mu.Lock()
+	cl := h.cl
+	h.mu.Unlock()
+	if cl != nil {
+		cl.w.cutNow()
+	}
+}
+
 // ackedItems completes the session's entries of one acknowledged WAL batch.
 func (h *vstream) ackedItems(items []*queued, walOff, pos int64) {
 	h.mu.Lock()

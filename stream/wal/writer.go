@@ -160,6 +160,16 @@ func (w *writer) maybeFlushLocked() {
 	}
 }
 
+// cutNow cuts what is queued at once, Linger or not, while flush slots are
+// free (vstream.Flush).
+func (w *writer) cutNow() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.queue) > 0 && w.inflight < w.s.opts.MaxInflightFlushes && w.err == nil {
+		w.flushLocked()
+	}
+}
+
 func (w *writer) timerFired() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
