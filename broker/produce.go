@@ -11,11 +11,11 @@ import (
 
 // produceItem is one partition of a Produce request with its append started.
 type produceItem struct {
-	rp    *kmsg.ProduceResponseTopicPartition
-	p     *partition
-	l     *sharedlog.Log
-	f     *sharedlog.AppendFuture
-	bytes int
+	rp      *kmsg.ProduceResponseTopicPartition
+	p       *partition
+	l       *sharedlog.Log
+	f       *sharedlog.AppendFuture
+	records []byte
 }
 
 // produce starts every partition's append in request order (so an
@@ -42,6 +42,9 @@ type produceReq struct {
 	resp  *kmsg.ProduceResponse
 	start time.Time
 	items []produceItem
+	// recycle: each partition's records are a buffer of their own, given
+	// back to the body pools once their append completed (bodypool.go).
+	recycle bool
 }
 
 func (b *Broker) newProduce(r *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) *produceReq {
@@ -70,6 +73,7 @@ func (pr *produceReq) partition(topic string, rp *kmsg.ProduceResponseTopicParti
 	if pr.r.TransactionID != nil {
 		rp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		rp.ErrorMessage = errString("transactions are not supported by this broker")
+		pr.done(records)
 		return
 	}
 	p, l, code := b.owned(topic, partition, -1)
@@ -87,10 +91,19 @@ func (pr *produceReq) partition(topic string, rp *kmsg.ProduceResponseTopicParti
 		}
 		rp.ErrorCode = b.movedCode(p, code)
 		b.leaderHint(pr.resp, rp, p)
+		pr.done(records)
 		return
 	}
-	pr.items = append(pr.items, produceItem{rp: rp, p: p, l: l, bytes: len(records),
+	pr.items = append(pr.items, produceItem{rp: rp, p: p, l: l, records: records,
 		f: l.AppendAsync(b.ctx, records, sharedlog.AppendOptions{})})
+}
+
+// done gives a partition's records back to the body pools (recycle) once
+// nothing holds them.
+func (pr *produceReq) done(records []byte) {
+	if pr.recycle {
+		putBody(records)
+	}
 }
 
 // finish returns the function that waits for the appends started to be
@@ -109,6 +122,11 @@ func (pr *produceReq) finish() func() kmsg.Response {
 		var worst int16
 		for _, it := range items {
 			res, err := it.f.Wait(ctx)
+			select {
+			case <-it.f.Done(): // the log and its stream are done with the records
+				pr.done(it.records)
+			default: // the request timed out first
+			}
 			if err != nil {
 				it.rp.ErrorCode = sharedlog.ErrorCode(err)
 				if r.Version >= 8 {
@@ -126,7 +144,7 @@ func (pr *produceReq) finish() func() kmsg.Response {
 			it.rp.BaseOffset = res.BaseOffset
 			it.rp.LogAppendTime = res.LogAppendTime
 			it.rp.LogStartOffset = res.LogStartOffset
-			b.metrics.produced(it.p.topic.driver, it.bytes, time.Since(start))
+			b.metrics.produced(it.p.topic.driver, len(it.records), time.Since(start))
 			b.notify.Broadcast()
 		}
 		b.metrics.request(r.Key(), worst)

@@ -32,6 +32,7 @@ type frameReader struct {
 	r      *bufio.Reader
 	left   int // bytes of the frame not yet read
 	budget *byteBudget
+	pooled bool  // bytes may take its buffers from the body pools
 	err    error // errFrame (malformed), or the connection's read error
 	buf    [4]byte
 }
@@ -116,8 +117,10 @@ func (f *frameReader) length(flexible bool, size int) int {
 	return int(f.int32())
 }
 
-// bytes reads n bytes of the frame into a buffer of their own, allocated
-// as readBody does (as they arrive, past the body budget).
+// bytes reads n bytes of the frame into a buffer of their own: with
+// pooled, of a pooled size and within the body budget, one from the body
+// pools (bodypool.go), else allocated as readBody does (as they arrive,
+// past the body budget).
 func (f *frameReader) bytes(n int) []byte {
 	if f.err != nil {
 		return nil
@@ -126,7 +129,18 @@ func (f *frameReader) bytes(n int) []byte {
 		f.fail(errFrame)
 		return nil
 	}
-	b, err := readBody(f.r, n, f.budget)
+	var b []byte
+	var err error
+	if f.pooled && bodyClass(n) >= 0 && f.budget.tryAcquire(int64(n)) {
+		b = getBody(n)
+		_, err = io.ReadFull(f.r, b)
+		f.budget.release(int64(n))
+		if err != nil {
+			putBody(b)
+		}
+	} else {
+		b, err = readBody(f.r, n, f.budget)
+	}
 	if err != nil {
 		f.fail(err)
 		return nil
@@ -276,7 +290,7 @@ func (cc *conn) readProduce(r *bufio.Reader, size int) (*pending, error) {
 		name  string
 		parts []kmsg.ProduceResponseTopicPartition
 	)
-	err := parseProduce(&frameReader{r: r, left: size, budget: cc.b.bodyMem}, produceParts{
+	err := parseProduce(&frameReader{r: r, left: size, budget: cc.b.bodyMem, pooled: true}, produceParts{
 		begin: func(req *kmsg.ProduceRequest, corr int32, clientID *string) {
 			if clientID != nil && cc.clientID == "" {
 				cc.clientID = *clientID
@@ -285,6 +299,7 @@ func (cc *conn) readProduce(r *bufio.Reader, size int) (*pending, error) {
 			resp.SetVersion(req.Version)
 			p = &pending{done: make(chan struct{}), corr: corr, key: req.Key(), start: time.Now(), header: resp.IsFlexible()}
 			pr = cc.b.newProduce(req, resp)
+			pr.recycle = true // each partition's records are a buffer of their own
 		},
 		topic: func(topic string, n int) { name, parts = topic, pr.topic(topic, n) },
 		partition: func(i int, partition int32, records []byte) {

@@ -100,7 +100,8 @@ func (l *Log) Append(ctx context.Context, batch []byte, opts AppendOptions) (App
 // AppendAsync validates one record batch (exactly one v2 batch, as a
 // Produce request carries per partition), checks it against its producer's
 // state, assigns its offsets by rewriting its base offset and leader epoch
-// in place (the log owns batch from now on) and starts appending it. Appends
+// in place (the log owns batch until the future completes: then neither
+// the log nor its stream holds a reference to it) and starts appending it. Appends
 // pipeline: offsets follow call order and many may be in flight; each future
 // completes when its batch is durable. Validation failures complete the
 // future at once with an *Error carrying the Kafka code and leave the log
