@@ -101,11 +101,11 @@ func (l *Log) Append(ctx context.Context, batch []byte, opts AppendOptions) (App
 // Produce request carries per partition), checks it against its producer's
 // state, assigns its offsets by rewriting its base offset and leader epoch
 // in place (the log owns batch until the future completes: then neither
-// the log nor its stream holds a reference to it) and starts appending it. Appends
-// pipeline: offsets follow call order and many may be in flight; each future
-// completes when its batch is durable. Validation failures complete the
-// future at once with an *Error carrying the Kafka code and leave the log
-// unchanged. With Options.MaxInflight appends awaiting their acks, it
+// the log nor its stream holds a reference to it) and starts appending
+// it. Appends pipeline: offsets follow call order and many may be in
+// flight; each future completes when its batch is durable. Validation
+// failures complete the future at once with an *Error carrying the Kafka
+// code and leave the log unchanged. With Options.MaxInflight appends awaiting their acks, it
 // waits for one to complete first; if ctx ends before, the append fails
 // with ctx.Err() and uses no offset. If an append fails in flight, it and
 // every later one fail and the log accepts no more appends: the owner
