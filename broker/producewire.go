@@ -32,7 +32,6 @@ type frameReader struct {
 	r      *bufio.Reader
 	left   int // bytes of the frame not yet read
 	budget *byteBudget
-	pooled bool  // bytes may take its buffers from the body pools
 	err    error // errFrame (malformed), or the connection's read error
 	buf    [4]byte
 }
@@ -117,10 +116,10 @@ func (f *frameReader) length(flexible bool, size int) int {
 	return int(f.int32())
 }
 
-// bytes reads n bytes of the frame into a buffer of their own: with
-// pooled, of a pooled size and within the body budget, one from the body
-// pools (bodypool.go), else allocated as readBody does (as they arrive,
-// past the body budget).
+// bytes reads n bytes of the frame into a buffer of their own: of a
+// pooled size and within the body budget, one from the body pools
+// (bodypool.go), else allocated as readBody does (as they arrive, past the
+// body budget).
 func (f *frameReader) bytes(n int) []byte {
 	if f.err != nil {
 		return nil
@@ -131,7 +130,7 @@ func (f *frameReader) bytes(n int) []byte {
 	}
 	var b []byte
 	var err error
-	if f.pooled && bodyClass(n) >= 0 && f.budget.tryAcquire(int64(n)) {
+	if bodyClass(n) >= 0 && f.budget.tryAcquire(int64(n)) {
 		b = getBody(n)
 		_, err = io.ReadFull(f.r, b)
 		f.budget.release(int64(n))
@@ -290,7 +289,7 @@ func (cc *conn) readProduce(r *bufio.Reader, size int) (*pending, error) {
 		name  string
 		parts []kmsg.ProduceResponseTopicPartition
 	)
-	err := parseProduce(&frameReader{r: r, left: size, budget: cc.b.bodyMem, pooled: true}, produceParts{
+	err := parseProduce(&frameReader{r: r, left: size, budget: cc.b.bodyMem}, produceParts{
 		begin: func(req *kmsg.ProduceRequest, corr int32, clientID *string) {
 			if clientID != nil && cc.clientID == "" {
 				cc.clientID = *clientID

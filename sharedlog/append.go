@@ -105,11 +105,12 @@ func (l *Log) Append(ctx context.Context, batch []byte, opts AppendOptions) (App
 // it. Appends pipeline: offsets follow call order and many may be in
 // flight; each future completes when its batch is durable. Validation
 // failures complete the future at once with an *Error carrying the Kafka
-// code and leave the log unchanged. With Options.MaxInflight appends awaiting their acks, it
-// waits for one to complete first; if ctx ends before, the append fails
-// with ctx.Err() and uses no offset. If an append fails in flight, it and
-// every later one fail and the log accepts no more appends: the owner
-// closes it and opens it again (which recovers the durable state).
+// code and leave the log unchanged. With Options.MaxInflight appends
+// awaiting their acks, it waits for one to complete first; if ctx ends
+// before, the append fails with ctx.Err() and uses no offset. If an append
+// fails in flight, it and every later one fail and the log accepts no more
+// appends: the owner closes it and opens it again (which recovers the
+// durable state).
 func (l *Log) AppendAsync(ctx context.Context, batch []byte, opts AppendOptions) *AppendFuture {
 	fail := func(err error) *AppendFuture { return failedAppend(wrapErr(l.name, "append", err)) }
 	if len(batch) > l.opts.MaxBatchBytes {

@@ -141,11 +141,23 @@ func (w *writer) enqueue(q *queued) error {
 // per Linger, as for a billed backend), and an append to a WAL that cut
 // nothing for Linger goes out at once. The acker calls it after every
 // acknowledged batch.
-func (w *writer) maybeFlushLocked() {
+func (w *writer) maybeFlushLocked() { w.cutLocked(false) }
+
+// cutNow cuts what is queued at once, Linger or not, while flush slots are
+// free (vstream.Flush).
+func (w *writer) cutNow() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cutLocked(true)
+}
+
+// cutLocked is maybeFlushLocked, with the queue due whatever Linger says
+// when hinted.
+func (w *writer) cutLocked(hinted bool) {
 	for len(w.queue) > 0 && w.inflight < w.s.opts.MaxInflightFlushes && w.err == nil {
 		linger := w.s.opts.Linger
-		if w.s.opts.FlushWhenIdle && w.inflight == 0 {
-			linger = 0 // group commit: nothing to share the wait with
+		if hinted || w.s.opts.FlushWhenIdle && w.inflight == 0 {
+			linger = 0 // hinted, or group commit: nothing to share the wait with
 		}
 		if w.queueBytes < w.s.opts.MaxFlushBytes && linger > 0 {
 			wait := linger - time.Since(w.cutAt)
@@ -156,16 +168,6 @@ func (w *writer) maybeFlushLocked() {
 				return
 			}
 		}
-		w.flushLocked()
-	}
-}
-
-// cutNow cuts what is queued at once, Linger or not, while flush slots are
-// free (vstream.Flush).
-func (w *writer) cutNow() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for len(w.queue) > 0 && w.inflight < w.s.opts.MaxInflightFlushes && w.err == nil {
 		w.flushLocked()
 	}
 }
