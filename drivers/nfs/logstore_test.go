@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -391,6 +392,136 @@ func TestLogStoreReusesSegments(t *testing.T) {
 		}
 	}
 	t.Logf("%d spares seen after trims, %d reused", spares, reused)
+}
+
+// TestLogStoreSparesExpire: spares a session did not reuse within
+// spareTTL are removed at its next trim, keeping only what that trim
+// freed; the log reads the same.
+func TestLogStoreSparesExpire(t *testing.T) {
+	ctx := context.Background()
+	_, st, dir := smallSegments(t, 8, "e")
+	payload := func(i int) string { return fmt.Sprintf("%04d-%s", i, strings.Repeat("y", 200)) }
+	var last stream.AppendResult
+	for i := range 160 {
+		last = appendOne(t, st, payload(i))
+	}
+	if err := st.Trim(ctx, 150); err != nil {
+		t.Fatal(err)
+	}
+	first := spareFiles(t, dir)
+	if len(first) != 8 {
+		t.Fatalf("spares after the first trim: %v; want SpareSegments (8)", first)
+	}
+	old := spareTTL
+	spareTTL = 50 * time.Millisecond
+	t.Cleanup(func() { spareTTL = old })
+	// Two more segments take two spares; the other six grow stale. The
+	// second trim frees segments again: the stale spares go, what it
+	// freed stays.
+	for i := 160; i < 200; i++ {
+		last = appendOne(t, st, payload(i))
+	}
+	if n := len(spareFiles(t, dir)); n < 4 || n > 7 {
+		t.Fatalf("%d spares before the second trim; want some taken, some left to expire", n)
+	}
+	time.Sleep(2 * spareTTL)
+	if err := st.Trim(ctx, 195); err != nil {
+		t.Fatal(err)
+	}
+	second := spareFiles(t, dir)
+	for _, name := range second {
+		if slices.Contains(first, name) {
+			t.Fatalf("spare %s from the first trim outlived spareTTL (spares now %v)", name, second)
+		}
+	}
+	if len(second) == 0 {
+		t.Fatalf("no spare after the second trim: it freed segments, and they are spares until they expire")
+	}
+	bs, err := st.Fetch(ctx, 195, stream.NoEnd, 0)
+	if err != nil || len(bs) != int(last.NextOffset-195) || string(bs[0].Payload) != payload(195) {
+		t.Fatalf("fetch from the trim point: %d batches, %v", len(bs), err)
+	}
+	t.Logf("spares after the first trim %v, after the second %v", first, second)
+}
+
+// TestLogStoreNoSpareRename: on a file system that refuses renameat2
+// RENAME_NOREPLACE (EINVAL), segments a trim frees are removed, the
+// store stops trying spares, and the log reads as before, for the session
+// and for the next open.
+func TestLogStoreNoSpareRename(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	old := renameSpare
+	renameSpare = func(int, string, string) error { calls++; return syscall.EINVAL }
+	t.Cleanup(func() { renameSpare = old })
+	s, st, dir := smallSegments(t, 0, "n")
+	payload := func(i int) string { return fmt.Sprintf("%04d-%s", i, strings.Repeat("z", 200)) }
+	for round := range 3 {
+		for i := round * 60; i < (round+1)*60; i++ {
+			appendOne(t, st, payload(i))
+		}
+		if err := st.Trim(ctx, int64((round+1)*60-5)); err != nil {
+			t.Fatal(err)
+		}
+		if sp := spareFiles(t, dir); len(sp) != 0 {
+			t.Fatalf("round %d: spares %v on a file system without RENAME_NOREPLACE", round, sp)
+		}
+	}
+	if calls != 1 || !s.Driver().(*LogStore).noSpares.Load() {
+		t.Fatalf("spare renames tried %d times (want 1, then none), noSpares %v", calls, s.Driver().(*LogStore).noSpares.Load())
+	}
+	ents, _ := os.ReadDir(dir)
+	segs := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "d.") {
+			segs++
+		}
+	}
+	if segs > 2 {
+		t.Fatalf("%d segments left after trims to the last 5 of 180 batches; want the freed ones removed", segs)
+	}
+	check := func(who string, r *stream.Stream) {
+		t.Helper()
+		bs, err := r.Fetch(ctx, 175, stream.NoEnd, 0)
+		if err != nil || len(bs) != 5 {
+			t.Fatalf("%s: fetch from 175: %d batches, %v", who, len(bs), err)
+		}
+		for k, b := range bs {
+			if b.BaseOffset != int64(175+k) || string(b.Payload) != payload(175+k) {
+				t.Fatalf("%s: batch %d at %d: %.4s", who, k, b.BaseOffset, b.Payload)
+			}
+		}
+	}
+	check("writer", st)
+	next, err := s.Open(ctx, "n", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("next open", next)
+}
+
+// spareFiles lists the spare segments (r.*) in a stream directory.
+func spareFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return !strings.HasPrefix(n, "r.") })
+}
+
+// smallSegments opens a LogStore of 4 KiB segments in a temporary
+// directory with spares spares, and in it stream name at epoch 1; it
+// returns the stream and its directory. The store closes with the test.
+func smallSegments(t *testing.T, spares int, name string) (*stream.Store, *stream.Stream, string) {
+	t.Helper()
+	root := t.TempDir()
+	s, err := OpenLogStore(root, LogOptions{SegmentBytes: 4 << 10, PreallocBytes: 1 << 10, IndexBytes: 500, SpareSegments: spares})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	st, err := s.Open(context.Background(), name, stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, st, filepath.Join(root, dirName(name))
 }
 
 // TestLogStoreTrimFreesSegments: a trim removes the segments wholly below

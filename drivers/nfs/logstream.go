@@ -1454,7 +1454,7 @@ func (ls *logStream) recycle(seg string) bool {
 		return false
 	}
 	name := spareName(ls.n, ls.spareN)
-	if err := renameNoReplace(int(ls.dirf.Fd()), seg, name); err != nil {
+	if err := renameSpare(int(ls.dirf.Fd()), seg, name); err != nil {
 		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
 			ls.s.noSpares.Store(true) // the file system cannot: punch instead
 		}
@@ -1476,7 +1476,11 @@ type spare struct {
 	at   time.Time
 }
 
-const spareTTL = 30 * time.Second
+var spareTTL = 30 * time.Second // a variable for tests
+
+// renameSpare renames a freed segment to its spare name (a variable for
+// tests, which stand in a file system that refuses it).
+var renameSpare = renameNoReplace
 
 // takeSpare renames a spare segment to name and opens it, or returns nil
 // if there is none (or it is gone: a later open removed it).
