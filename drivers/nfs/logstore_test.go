@@ -866,7 +866,7 @@ func TestLogStoreDirectWrites(t *testing.T) {
 		for i := range 16 {
 			size := 7 + (round*131+i*17)%300
 			if i%3 == 0 {
-				size = 90<<10 + i*1000 // big: the group passes DirectMinBytes
+				size = DirectMinBytes + i*1000 // big: its group goes out with O_DIRECT
 			}
 			p := bytes.Repeat([]byte{byte(round*16 + i)}, size)
 			futs = append(futs, st.Append(ctx, stream.Batch{Count: 1, Payload: p}))

@@ -549,14 +549,15 @@ type logStream struct {
 	alloc   int64
 	flushed sync.WaitGroup
 	stop    sync.Once
-	trimMu  sync.Mutex // held by a trim, and by shutdown
-	gone    int64      // the own open's segments below this are removed (trimMu)
-	spares  []spare    // removed segments kept for reuse, oldest first (ls.mu)
-	spareN  int64      // names the next spare (trimMu)
-	retired []*os.File // segments rolled from in the group being written
-	tail    []byte     // the current segment's bytes of its last partial block (direct writes)
-	wb      []byte     // the writer's buffer (wbegin)
-	wlead   int        // ls.wb's first bytes that are ls.tail, not frames
+	trimMu  sync.Mutex    // held by a trim, and by shutdown
+	gone    int64         // the own open's segments below this are removed (trimMu)
+	spares  []spare       // removed segments kept for reuse, oldest first (ls.mu)
+	spareN  int64         // names the next spare (trimMu)
+	retired []*os.File    // segments rolled from in the group being written
+	written chan *syncJob // the writer's groups, to the syncer
+	tail    []byte        // the current segment's bytes of its last partial block (direct writes)
+	wb      []byte        // the writer's buffer (wbegin)
+	wlead   int           // ls.wb's first bytes that are ls.tail, not frames
 }
 
 // logAppend is an append queued for the writer: its frame is head, then
@@ -634,12 +635,14 @@ func (s *LogStore) openWriter(name string, epoch uint64) (*logStream, error) {
 		s: s, name: name, dir: dir, mode: stream.ModeReadWrite, epoch: epoch, st: st,
 		n: n, dirf: dirf, next: st.end, start: st.start, own: own,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
+		written: make(chan *syncJob, writtenAhead),
 	}
 	if !s.register(ls) {
 		dirf.Close()
 		return nil, fmt.Errorf("%w: log store %s", stream.ErrClosed, s.root)
 	}
 	go ls.writer()
+	go ls.syncer()
 	return ls, nil
 }
 
@@ -691,10 +694,10 @@ func (ls *logStream) Append(ctx context.Context, b stream.Batch) *stream.AppendF
 }
 
 // writer writes the queued appends of a read-write session, a group at a
-// time: the frames, one fdatasync per segment written, the fence check,
-// then the acknowledgements in order.
+// time, and hands each written group to the syncer; it writes the next
+// group while the syncer waits for the last one's fdatasync.
 func (ls *logStream) writer() {
-	defer close(ls.done)
+	defer close(ls.written)
 	for range ls.kick {
 		ls.mu.Lock()
 		group := ls.queue
@@ -704,32 +707,130 @@ func (ls *logStream) writer() {
 		if len(group) == 0 {
 			continue
 		}
-		err := failed
-		if err == nil {
-			err = ls.writeGroup(group)
-		}
-		if err != nil {
-			ls.mu.Lock()
-			if ls.failed == nil {
-				ls.failed = err
+		j := &syncJob{group: group, err: failed}
+		if j.err == nil {
+			j.err = ls.writeGroup(j)
+			if j.err != nil {
+				j.err = ls.fail(j.err)
 			}
-			err = ls.failed
-			ls.mu.Unlock()
 		}
-		for _, a := range group {
-			if err != nil {
-				a.complete(stream.AppendResult{}, err)
+		ls.mu.Lock()
+		j.retired, ls.retired = ls.retired, nil
+		ls.mu.Unlock()
+		ls.written <- j
+	}
+}
+
+// syncJob is a group the writer wrote (or failed to), on its way to the
+// syncer.
+type syncJob struct {
+	group   []*logAppend
+	err     error      // the group failed: not written, or not wholly
+	touched []*os.File // the segments it wrote to
+	retired []*os.File // the segments it rolled from, closed once synced
+	cur     *os.File   // the segment being written after it
+	end     int64      // the offset after its last frame
+}
+
+// syncer acknowledges the written groups in order: one fdatasync of the
+// segments of every group written meanwhile (their writes completed
+// before it began, so it covers them all), the fence check, then the
+// acknowledgements. After the first failure every later group fails: no
+// offset past a possible gap is acknowledged.
+func (ls *logStream) syncer() {
+	defer close(ls.done)
+	var failed error
+	for j := range ls.written {
+		jobs := []*syncJob{j}
+	more:
+		for {
+			select {
+			case j, ok := <-ls.written:
+				if !ok {
+					break more
+				}
+				jobs = append(jobs, j)
+			default:
+				break more
+			}
+		}
+		for i := 0; i < len(jobs); {
+			k := i
+			for failed == nil && k < len(jobs) && jobs[k].err == nil {
+				k++
+			}
+			if k > i {
+				if err := ls.syncGroups(jobs[i:k]); err != nil {
+					failed = ls.fail(err)
+				}
 			} else {
-				a.complete(stream.AppendResult{BaseOffset: a.base, NextOffset: a.next}, nil)
+				if failed == nil {
+					failed = jobs[i].err
+				}
+				k = i + 1
 			}
-			ls.flushed.Done()
+			for _, j := range jobs[i:k] {
+				for _, f := range j.retired {
+					f.Close()
+				}
+				for _, a := range j.group {
+					if failed != nil {
+						a.complete(stream.AppendResult{}, failed)
+					} else {
+						a.complete(stream.AppendResult{BaseOffset: a.base, NextOffset: a.next}, nil)
+					}
+					ls.flushed.Done()
+				}
+			}
+			i = k
 		}
 	}
 }
 
-func (ls *logStream) writeGroup(group []*logAppend) error {
-	s := ls.s
+// fail records err as the session's failure unless one is recorded, and
+// returns the one that stands.
+func (ls *logStream) fail(err error) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.failed == nil {
+		ls.failed = err
+	}
+	return ls.failed
+}
+
+// syncGroups makes written groups durable: one fdatasync per segment they
+// wrote, then the fence check; then their frames are the log's.
+func (ls *logStream) syncGroups(jobs []*syncJob) error {
 	var touched []*os.File
+	for _, j := range jobs {
+		for _, f := range j.touched {
+			if !slices.Contains(touched, f) {
+				touched = append(touched, f)
+			}
+		}
+	}
+	if !ls.s.opts.NoFsync {
+		for _, f := range touched {
+			if err := fdatasync(f); err != nil {
+				return ls.s.unavailable("append", ls.name, err)
+			}
+		}
+	}
+	last := jobs[len(jobs)-1]
+	if err := ls.fenced(last.cur); err != nil {
+		return err
+	}
+	ls.mu.Lock()
+	ls.own.end = last.end
+	ls.mu.Unlock()
+	return nil
+}
+
+// writeGroup writes the frames of j's group at the end of the log, rolling
+// segments as they fill; the syncer makes them durable.
+func (ls *logStream) writeGroup(j *syncJob) error {
+	s := ls.s
+	group := j.group
 	pos := ls.own.pos
 	ls.wbegin(pos)
 	// flush writes the gathered frames at pos; next is the offset after
@@ -744,8 +845,8 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 		}
 		pos += n
 		ls.wbegin(pos)
-		if !slices.Contains(touched, ls.cur) {
-			touched = append(touched, ls.cur)
+		if !slices.Contains(j.touched, ls.cur) {
+			j.touched = append(j.touched, ls.cur)
 		}
 		return nil
 	}
@@ -786,27 +887,17 @@ func (ls *logStream) writeGroup(group []*logAppend) error {
 	if cap(ls.wb) > maxWriteBuf {
 		ls.wb = nil // a rare large group's buffer is not kept
 	}
-	if !s.opts.NoFsync {
-		for _, f := range touched {
-			if err := fdatasync(f); err != nil {
-				return s.unavailable("append", ls.name, err)
-			}
-		}
-	}
-	for _, f := range ls.retired {
-		f.Close()
-	}
-	ls.retired = nil
 	s.stats.puts.Add(1)
-	if err := ls.fenced(ls.cur); err != nil {
-		return err
-	}
 	ls.mu.Lock()
 	ls.own.pos = pos
-	ls.own.end = group[len(group)-1].next
+	j.cur, j.end = ls.cur, group[len(group)-1].next
 	ls.mu.Unlock()
 	return nil
 }
+
+// writtenAhead bounds the groups a session's writer writes ahead of the
+// syncer's fdatasyncs.
+const writtenAhead = 4
 
 // The writer's buffer, reused from group to group: the frames of one
 // write are gathered in ls.wb after ls.wlead bytes that hold, for a
@@ -958,7 +1049,7 @@ func (ls *logStream) newSegment(seq, first int64) error {
 	}
 	ls.mu.Lock()
 	if ls.cur != nil {
-		ls.retired = append(ls.retired, ls.cur) // synced and closed by writeGroup
+		ls.retired = append(ls.retired, ls.cur) // synced and closed by the syncer
 	}
 	ls.cur, ls.alloc, ls.tail = f, alloc, ls.tail[:0]
 	ls.own.seq, ls.own.pos = seq, 0
