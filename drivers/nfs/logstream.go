@@ -811,7 +811,7 @@ func (ls *logStream) syncGroups(jobs []*syncJob) error {
 	}
 	if !ls.s.opts.NoFsync {
 		for _, f := range touched {
-			if err := fdatasync(f); err != nil {
+			if err := syncSegment(f); err != nil {
 				return ls.s.unavailable("append", ls.name, err)
 			}
 		}
@@ -825,6 +825,10 @@ func (ls *logStream) syncGroups(jobs []*syncJob) error {
 	ls.mu.Unlock()
 	return nil
 }
+
+// syncSegment makes a segment's written frames durable (a variable for
+// tests, which fail it).
+var syncSegment = fdatasync
 
 // writeGroup writes the frames of j's group at the end of the log, rolling
 // segments as they fill; the syncer makes them durable.
