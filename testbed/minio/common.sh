@@ -84,15 +84,21 @@ start() {
 }
 
 # make_bucket: create the bucket with a SigV4-signed PUT (curl --aws-sigv4);
-# an existing bucket is fine.
+# an existing bucket is fine. MinIO answers ready before its object layer
+# is up on a loaded machine (503 XMinioServerNotInitialized): that is
+# retried for up to 60 s.
 make_bucket() {
   # shellcheck disable=SC1090
   . "$envfile"
-  local code
-  code=$(curl -s -o "$state/mkbucket.out" -w '%{http_code}' -X PUT \
-    --aws-sigv4 "aws:amz:us-east-1:s3" --user "$MINIO_USER:$MINIO_PASS" \
-    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
-    "http://127.0.0.1:$MINIO_PORT/$MINIO_BUCKET")
+  local code tries=0
+  while :; do
+    code=$(curl -s -o "$state/mkbucket.out" -w '%{http_code}' -X PUT \
+      --aws-sigv4 "aws:amz:us-east-1:s3" --user "$MINIO_USER:$MINIO_PASS" \
+      -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
+      "http://127.0.0.1:$MINIO_PORT/$MINIO_BUCKET")
+    [ "$code" = 503 ] && [ $((tries += 1)) -lt 120 ] || break
+    sleep 0.5
+  done
   case $code in
     200) log "created bucket $MINIO_BUCKET" ;;
     409) ;; # BucketAlreadyOwnedByYou
