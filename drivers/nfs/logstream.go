@@ -745,44 +745,42 @@ func (ls *logStream) syncer() {
 	more:
 		for {
 			select {
-			case j, ok := <-ls.written:
+			case next, ok := <-ls.written:
 				if !ok {
 					break more
 				}
-				jobs = append(jobs, j)
+				jobs = append(jobs, next)
 			default:
 				break more
 			}
 		}
-		for i := 0; i < len(jobs); {
-			k := i
-			for failed == nil && k < len(jobs) && jobs[k].err == nil {
-				k++
+		// The groups up to the first failed one (a failed group makes
+		// every later one fail, as the writer's failure does) share one
+		// sync; the rest fail.
+		k := 0
+		for failed == nil && k < len(jobs) && jobs[k].err == nil {
+			k++
+		}
+		if k > 0 {
+			if err := ls.syncGroups(jobs[:k]); err != nil {
+				failed = ls.fail(err)
 			}
-			if k > i {
-				if err := ls.syncGroups(jobs[i:k]); err != nil {
-					failed = ls.fail(err)
-				}
-			} else {
-				if failed == nil {
-					failed = jobs[i].err
-				}
-				k = i + 1
+		}
+		for i, j := range jobs {
+			if i >= k && failed == nil {
+				failed = j.err
 			}
-			for _, j := range jobs[i:k] {
-				for _, f := range j.retired {
-					f.Close()
-				}
-				for _, a := range j.group {
-					if failed != nil {
-						a.complete(stream.AppendResult{}, failed)
-					} else {
-						a.complete(stream.AppendResult{BaseOffset: a.base, NextOffset: a.next}, nil)
-					}
-					ls.flushed.Done()
-				}
+			for _, f := range j.retired {
+				f.Close()
 			}
-			i = k
+			for _, a := range j.group {
+				if failed != nil {
+					a.complete(stream.AppendResult{}, failed)
+				} else {
+					a.complete(stream.AppendResult{BaseOffset: a.base, NextOffset: a.next}, nil)
+				}
+				ls.flushed.Done()
+			}
 		}
 	}
 }
