@@ -257,6 +257,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	logger := slog.New(handler)
 	slog.SetDefault(logger)
+	setBrokerProcs(logger)
 
 	defer plugin.CleanupClients()
 	stores, err := loadStores(ctx, cfg, *data, logger)

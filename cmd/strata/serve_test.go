@@ -638,3 +638,16 @@ func portArg(args []string) string {
 	}
 	return ""
 }
+
+// TestBrokerProcs: strata serve runs with twice the CPUs' Ps unless the
+// GOMAXPROCS variable says otherwise.
+func TestBrokerProcs(t *testing.T) {
+	for _, c := range []struct {
+		set        bool
+		cpus, want int
+	}{{false, 1, 2}, {false, 2, 4}, {false, 16, 32}, {false, 0, 2}, {true, 2, 0}} {
+		if got := brokerProcs(c.set, c.cpus); got != c.want {
+			t.Errorf("brokerProcs(%v, %d) = %d, want %d", c.set, c.cpus, got, c.want)
+		}
+	}
+}
