@@ -1267,6 +1267,9 @@ func (ls *logStream) readSpan(sp *span, from, to int64, budget int, first bool) 
 				}
 				return nil, ls.s.unavailable("fetch", ls.name, err)
 			}
+			if readOpened != nil {
+				readOpened()
+			}
 		}
 		_, rerr := f.ReadAt(hdr[:], pos)
 		length, kind, foff, count, ok := frameHeader(hdr[:])
@@ -1320,6 +1323,10 @@ func (ls *logStream) readSpan(sp *span, from, to int64, budget int, first bool) 
 	}
 	return out, nil
 }
+
+// readOpened, when set (by tests), runs in a read just after it opened a
+// segment: a trim and the reuse of that segment may come in between.
+var readOpened func()
 
 // missing is the error of a read that found a segment gone: trimmed away
 // (out of range now), or the stream deleted.
