@@ -188,7 +188,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		return fail(err)
 	}
 	m.log = m.log.With("node", m.id)
-	if err := m.register(ctx); err != nil {
+	if err := m.register(ctx, cfg.DialTimeout); err != nil {
 		return fail(err)
 	}
 	rev, err := m.load(cctx)
@@ -204,8 +204,13 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 
 // etcdErr names the endpoints in an error of etcd.
 func (m *Member) etcdErr(what string, err error) error {
+	return m.etcdErrWithin(what, err, m.cfg.DialTimeout)
+}
+
+// etcdErrWithin is etcdErr of a request given within to answer.
+func (m *Member) etcdErrWithin(what string, err error, within time.Duration) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("cluster %s: %s: etcd at %s did not answer within %s: %w", m.cfg.Cluster, what, strings.Join(m.cfg.Endpoints, ","), m.cfg.DialTimeout, err)
+		return fmt.Errorf("cluster %s: %s: etcd at %s did not answer within %s: %w", m.cfg.Cluster, what, strings.Join(m.cfg.Endpoints, ","), within, err)
 	}
 	return fmt.Errorf("cluster %s: %s: etcd at %s: %w", m.cfg.Cluster, what, strings.Join(m.cfg.Endpoints, ","), err)
 }
@@ -285,13 +290,27 @@ func (m *Member) ID() int32 { return m.id }
 // by this broker's earlier session (the same process after a lease loss,
 // or a killed process whose lease has not expired yet) is replaced once it
 // is gone or was ours; another live process with the same Name is refused.
-func (m *Member) register(ctx context.Context) error {
+//
+// Each request has within to answer. Registering again after a lease loss
+// gives it less than DialTimeout: etcd drops a proposal made while it has
+// no leader, and the request then waits out its deadline, so a broker
+// whose first request raced etcd's election would register only seconds
+// after the others, its earlier lease expired, and the controller would
+// move its units meanwhile.
+func (m *Member) register(ctx context.Context, within time.Duration) error {
 	ttl := max(1, int(math.Round(m.cfg.TTL.Seconds())))
-	sctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+	sctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	s, err := concurrency.NewSession(m.cli, concurrency.WithTTL(ttl), concurrency.WithContext(m.ctx))
+	lease, err := m.cli.Grant(sctx, int64(ttl))
 	if err != nil {
-		return m.etcdErr("creating a lease", err)
+		return m.etcdErrWithin("creating a lease", err, within)
+	}
+	s, err := concurrency.NewSession(m.cli, concurrency.WithTTL(ttl), concurrency.WithLease(lease.ID), concurrency.WithContext(m.ctx))
+	if err != nil {
+		rctx, rcancel := context.WithTimeout(m.ctx, within)
+		_, _ = m.cli.Revoke(rctx, lease.ID)
+		rcancel()
+		return m.etcdErrWithin("keeping a lease alive", err, within)
 	}
 	node, _ := json.Marshal(Node{ID: m.id, Addr: m.cfg.Addr, Name: m.cfg.Name})
 	k := m.cfg.key("brokers", strconv.Itoa(int(m.id)))
@@ -309,7 +328,7 @@ func (m *Member) register(ctx context.Context) error {
 			Else(clientv3.OpGet(k)).Commit()
 		if err != nil {
 			_ = s.Close()
-			return m.etcdErr("registering broker "+k, err)
+			return m.etcdErrWithin("registering broker "+k, err, within)
 		}
 		if resp.Succeeded {
 			break
@@ -328,7 +347,7 @@ func (m *Member) register(ctx context.Context) error {
 				Then(clientv3.OpPut(k, string(node), clientv3.WithLease(s.Lease()))).Commit()
 			if err != nil {
 				_ = s.Close()
-				return m.etcdErr("registering broker "+k, err)
+				return m.etcdErrWithin("registering broker "+k, err, within)
 			}
 			if !r.Succeeded {
 				continue
@@ -347,7 +366,7 @@ func (m *Member) register(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 		if sctx.Err() != nil {
-			sctx, cancel = context.WithTimeout(ctx, m.cfg.DialTimeout)
+			sctx, cancel = context.WithTimeout(ctx, within)
 			defer cancel()
 		}
 	}
@@ -357,6 +376,15 @@ func (m *Member) register(ctx context.Context) error {
 	m.mu.Unlock()
 	m.log.Info("registered in the cluster", "key", k, "lease", fmt.Sprintf("%x", s.Lease()), "ttl", ttl)
 	return nil
+}
+
+// reregisterWithin is how long each request of registering again after
+// a lease loss has to answer: half the TTL (at least 500 ms, at most
+// DialTimeout), so that a request etcd dropped is made again while this
+// broker's earlier lease, which etcd renews when it elects a leader,
+// still holds its key.
+func reregisterWithin(cfg Config) time.Duration {
+	return min(max(cfg.TTL/2, 500*time.Millisecond), cfg.DialTimeout)
 }
 
 // keepRegistered registers again whenever the lease is lost.
@@ -386,7 +414,7 @@ func (m *Member) keepRegistered() {
 		m.log.Warn("cluster lease lost: etcd unreachable or without quorum; keeping the partitions owned (the storage fences them if they move) and registering again")
 		m.notify()
 		for attempt := 0; m.ctx.Err() == nil; attempt++ {
-			if err := m.register(m.ctx); err == nil {
+			if err := m.register(m.ctx, reregisterWithin(m.cfg)); err == nil {
 				m.notify()
 				break
 			} else if attempt%10 == 0 {
@@ -394,7 +422,7 @@ func (m *Member) keepRegistered() {
 			}
 			select {
 			case <-m.ctx.Done():
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(200 * time.Millisecond):
 			}
 		}
 	}

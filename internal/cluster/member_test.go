@@ -353,3 +353,18 @@ func waitLease(t *testing.T, m *Member, want LeaseState, within time.Duration, w
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestReregisterWithin: registering again after a lease loss gives each
+// request half the TTL, at least 500 ms, at most DialTimeout.
+func TestReregisterWithin(t *testing.T) {
+	for _, c := range []struct{ ttl, dial, want time.Duration }{
+		{2 * time.Second, 5 * time.Second, time.Second},
+		{10 * time.Second, 5 * time.Second, 5 * time.Second},
+		{200 * time.Millisecond, 5 * time.Second, 500 * time.Millisecond},
+		{2 * time.Second, 300 * time.Millisecond, 300 * time.Millisecond},
+	} {
+		if got := reregisterWithin(Config{TTL: c.ttl, DialTimeout: c.dial}); got != c.want {
+			t.Errorf("TTL %v, DialTimeout %v: %v, want %v", c.ttl, c.dial, got, c.want)
+		}
+	}
+}
