@@ -56,6 +56,7 @@ type brokerCluster struct {
 	addrs   []string
 	https   []string
 	procs   []*serveProc
+	past    []string // stderr of brokers stopped and started again, for failures
 	envEtcd []string // per broker: the etcd endpoints it is given (default etcd)
 	config  string   // a --config file for every broker ("": none)
 }
@@ -87,6 +88,7 @@ func startBrokerClusterWith(t testing.TB, n int, etcdOf func(int) string) *broke
 		c.envEtcd = append(c.envEtcd, etcdOf(i))
 		c.procs = append(c.procs, nil)
 	}
+	t.Cleanup(c.logOnFailure)
 	for i := range n {
 		for attempt := 1; ; attempt++ {
 			p, err := tryStartServeCmd(t, c.command(i))
@@ -118,7 +120,26 @@ func (c *brokerCluster) command(i int) *exec.Cmd {
 // start starts broker i (again) on its address.
 func (c *brokerCluster) start(i int) {
 	c.t.Helper()
+	if p := c.procs[i]; p != nil {
+		c.past = append(c.past, fmt.Sprintf("broker %d (a run before the last):\n%s", i+1, p.stderr.String()))
+	}
 	c.procs[i] = startServeCmd(c.t, c.command(i))
+}
+
+// logOnFailure logs what every broker printed when the test failed
+// (STRATA_TEST_SERVE_LOG_LEVEL=debug for more).
+func (c *brokerCluster) logOnFailure() {
+	if !c.t.Failed() {
+		return
+	}
+	for _, s := range c.past {
+		c.t.Logf("%s", s)
+	}
+	for i, p := range c.procs {
+		if p != nil {
+			c.t.Logf("broker %d stderr:\n%s", i+1, p.stderr.String())
+		}
+	}
 }
 
 // kill sends sig to broker i and waits for it to exit.
@@ -301,13 +322,6 @@ func TestClusterRollingRestart(t *testing.T) {
 // hint) is logged with the brokers' logs, for the cause left to find.
 func TestClusterGracefulLeaveHandsOver(t *testing.T) {
 	c := startBrokerCluster(t, etcdTestbed(t), 3)
-	t.Cleanup(func() {
-		if t.Failed() { // what the brokers said (STRATA_TEST_SERVE_LOG_LEVEL=debug for more)
-			for i, p := range c.procs {
-				t.Logf("broker %d stderr:\n%s", i+1, p.stderr.String())
-			}
-		}
-	})
 	ctx := context.Background()
 	admin := c.client()
 	t.Cleanup(admin.Close)

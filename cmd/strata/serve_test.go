@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,13 +277,21 @@ func consumeAcked(ctx context.Context, t testing.TB, addr, topic string, acked m
 	defer cons.Close()
 	seen := map[string]bool{}
 	last := map[int32]string{}
+	lastOffset := map[int32]int64{}
+	var fetchErrs []string
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for len(seen) < len(acked) {
 		fs := cons.PollFetches(cctx)
 		if cctx.Err() != nil {
-			t.Fatalf("consumed %d distinct records of %d acked", len(seen), len(acked))
+			t.Fatalf("consumed %d distinct records of %d acked\n%s", len(seen), len(acked),
+				missingReport(acked, seen, last, lastOffset, fetchErrs))
 		}
+		fs.EachError(func(topic string, p int32, err error) {
+			if len(fetchErrs) < 20 && !errors.Is(err, context.DeadlineExceeded) {
+				fetchErrs = append(fetchErrs, fmt.Sprintf("%s/%d: %v", topic, p, err))
+			}
+		})
 		fs.EachRecord(func(r *kgo.Record) {
 			v := string(r.Value)
 			if seen[v] {
@@ -292,6 +302,7 @@ func consumeAcked(ctx context.Context, t testing.TB, addr, topic string, acked m
 				t.Fatalf("partition %d: %s after %s", r.Partition, v, l)
 			}
 			last[r.Partition] = v
+			lastOffset[r.Partition] = r.Offset
 			if p, ok := acked[v]; ok && p != r.Partition {
 				t.Fatalf("record %s acked on partition %d, consumed from %d", v, p, r.Partition)
 			}
@@ -302,6 +313,42 @@ func consumeAcked(ctx context.Context, t testing.TB, addr, topic string, acked m
 			t.Fatalf("acked record %s lost", v)
 		}
 	}
+}
+
+// missingReport says, per partition, which acked records a consumer
+// did not see: before its last consumed record (a hole in the log) or
+// after it (a partition it could not read on), with the fetch errors.
+func missingReport(acked map[string]int32, seen map[string]bool, last map[int32]string, lastOffset map[int32]int64, fetchErrs []string) string {
+	type miss struct {
+		n, holes      int
+		first, latest string
+	}
+	per := map[int32]*miss{}
+	for v, p := range acked {
+		if seen[v] {
+			continue
+		}
+		m := per[p]
+		if m == nil {
+			m = &miss{first: v, latest: v}
+			per[p] = m
+		}
+		m.n++
+		if v < last[p] {
+			m.holes++
+		}
+		m.first, m.latest = min(m.first, v), max(m.latest, v)
+	}
+	var b strings.Builder
+	for _, p := range slices.Sorted(maps.Keys(per)) {
+		m := per[p]
+		fmt.Fprintf(&b, "partition %d: %d acked records missing (%s..%s), %d of them before the last consumed record %s at offset %d\n",
+			p, m.n, m.first, m.latest, m.holes, last[p], lastOffset[p])
+	}
+	for _, e := range fetchErrs {
+		fmt.Fprintf(&b, "fetch error: %s\n", e)
+	}
+	return b.String()
 }
 
 // TestServeStartupErrors: bad configs stop startup with a clear error.

@@ -22,6 +22,10 @@ type slowDataBase struct {
 	stream.DriverStore
 	inflight, most, appends atomic.Int64
 	failAt                  int64
+	// holdFor, when set, holds every ack until that many appends were
+	// made (or 5 s passed), so that later appends are in flight when an
+	// earlier one completes however slowly the goroutines run.
+	holdFor atomic.Int64
 }
 
 func (b *slowDataBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
@@ -49,6 +53,9 @@ func (s *slowDataStream) Append(ctx context.Context, batch stream.Batch) *stream
 	go func() {
 		r, err := inner.Wait(ctx)
 		time.Sleep(5 * time.Millisecond) // a slow put: acknowledged late
+		for wait := time.Now().Add(5 * time.Second); s.b.appends.Load() < s.b.holdFor.Load() && time.Now().Before(wait); {
+			time.Sleep(time.Millisecond)
+		}
 		s.b.inflight.Add(-1)
 		if fail && err == nil {
 			r, err = stream.AppendResult{}, fmt.Errorf("%w: injected: the put's outcome is unknown", stream.ErrUnavailable)
@@ -100,6 +107,7 @@ func TestCompactParallelismBoundsCopies(t *testing.T) {
 				}
 			}
 			base.most.Store(0)
+			base.holdFor.Store(base.appends.Load() + tc.atLeast)
 			// The tails (30 MiB) are under CompactBytes: no background pass
 			// runs; this one is what a pass due and far behind would be.
 			if tc.behind {
@@ -145,6 +153,7 @@ func TestCompactCopyFailureReturnsSlots(t *testing.T) {
 	mem := memory.New(memory.Config{})
 	defer mem.Close()
 	base := &slowDataBase{DriverStore: mem.Driver(), failAt: 2}
+	base.holdFor.Store(3)
 	s, err := NewStore(stream.NewStore(base), Options{SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
