@@ -228,6 +228,7 @@ func TestWALSimulationRegressions(t *testing.T) {
 		{"a WAL a sweeper deleted before its claim landed made the stream unreadable", 2, false},
 		{"a settling session lowered its acknowledged end to a stale V.data end after a takeover", 28188, false},
 		{"a sweeper skipped a stream it held unaware of an equal-epoch takeover and deleted the new owner's WAL", 2375, false},
+		{"an append admitted while its stream settled took the offset of the first re-appended entry: two appends acked at one offset", 28, false},
 	}
 	for _, c := range cases {
 		res := simRunWith(c.seed, 200, brokenRules{}, false, c.noSweep)
@@ -353,17 +354,18 @@ type simProc struct {
 func (p *simProc) usable() bool { return !p.crashed && !p.dead && !p.closing }
 
 type simVS struct {
-	id      int
-	p       *simProc
-	v       string
-	epoch   uint64
-	st      stream.DriverStream
-	sess    uint64
-	busy    bool
-	done    bool // failed to open, or closed
-	apps    chan simAppend
-	appsEnd bool
-	nApps   int
+	id       int
+	p        *simProc
+	v        string
+	epoch    uint64
+	st       stream.DriverStream
+	sess     uint64
+	busy     bool
+	done     bool // failed to open, or closed
+	apps     chan simAppend
+	appsEnd  bool
+	nApps    int
+	hookApps int // of nApps, made by appendWhileSettling
 }
 
 func (vs *simVS) closeApps() {
@@ -489,6 +491,11 @@ func simRunMode(seed uint64, steps int, broken brokenRules, verbose, noSweep, pa
 		weakAll: os.Getenv("STRATA_WALSIM_WEAK") == "all", noSweep: noSweep, partial: partial,
 	}
 	w.faultRate = 3 + w.rng.IntN(20)
+	// An append that arrives while a stream settles, between taking its
+	// ended WAL over and appending its taken-back entries again: a step
+	// waits for the settle (quiesce), so only this puts one there.
+	settleHook = w.appendWhileSettling
+	defer func() { settleHook = nil }()
 	for i := range 1 + w.rng.IntN(2) {
 		w.streams = append(w.streams, fmt.Sprintf("v%d", i))
 	}
@@ -571,7 +578,7 @@ func (w *simWorld) enabled() []func() {
 			continue
 		}
 		liveVS[vs.v]++
-		if vs.nApps < 12 {
+		if vs.nApps-vs.hookApps < 12 {
 			add(6, func() { w.appendOne(vs) })
 		}
 		if vs.busy {
@@ -849,6 +856,36 @@ func (w *simWorld) appendOne(vs *simVS) {
 	vs.nApps++
 	w.logf("vs%d: Append %s (count %d)", vs.id, id, a.batch.Count)
 	vs.apps <- a
+}
+
+// appendWhileSettling (settleHook) appends to h from its appender while h
+// settles, and lets the appender run: the append must wait for the settle.
+// It draws nothing from the schedule's random source and its appends do
+// not count towards a stream's 12, so that a seed's steps stay those it
+// had without it until the first such append.
+func (w *simWorld) appendWhileSettling(h *vstream) {
+	w.mu.Lock()
+	var vs *simVS
+	for _, c := range w.vss {
+		if c.st == stream.DriverStream(h) && !c.done && c.apps != nil && !c.appsEnd && !c.p.dead && c.hookApps < 4 {
+			vs = c
+		}
+	}
+	if vs == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.appendN++
+	id := fmt.Sprintf("vs%da%d", vs.id, vs.nApps)
+	a := simAppend{idx: vs.nApps, id: id, batch: stream.Batch{Count: 1, Timestamp: int64(w.appendN), Payload: []byte(id)}}
+	vs.nApps++
+	vs.hookApps++
+	w.logf("vs%d: Append %s while it settles", vs.id, id)
+	vs.apps <- a // buffered beyond the appends a stream gets
+	w.mu.Unlock()
+	for range 8 {
+		runtime.Gosched()
+	}
 }
 
 // expected says err is one a virtual stream may return under faults.

@@ -315,7 +315,12 @@ func (h *vstream) recover() {
 const maxRetries = 3
 
 // resolve completes or re-appends the taken-back entries once settling
-// has put what landed into V.data. Called with opMu held.
+// has put what landed into V.data, and makes a session that settled
+// (settleErr nil) live again in the same step that queues them: an append
+// admitted before them would take the offset of the first (two appends
+// acknowledged at one offset, and a new owner reading only the first,
+// W4). Until then appends wait in prepare for opMu, which the caller
+// holds.
 func (h *vstream) resolve(ctx context.Context, items []*queued, settleErr error) {
 	h.mu.Lock()
 	dataNext, state, why := h.dataNext, h.state, h.why
@@ -328,11 +333,9 @@ func (h *vstream) resolve(ctx context.Context, items []*queued, settleErr error)
 		}
 		rest = append(rest, q)
 	}
-	if len(rest) == 0 {
-		return
-	}
 	err := settleErr
 	switch {
+	case len(rest) == 0:
 	case state == fenced:
 		err = why
 	case err != nil:
@@ -348,8 +351,11 @@ func (h *vstream) resolve(ctx context.Context, items []*queued, settleErr error)
 			err = h.claimWAL(ctx)
 		}
 	}
+	h.mu.Lock()
+	if settleErr == nil && h.state == broken {
+		h.state, h.why = live, nil
+	}
 	if err == nil {
-		h.mu.Lock()
 		for i, q := range rest {
 			q.tries++
 			q.e.claim, q.c = h.cl.id, h.cl
@@ -365,6 +371,7 @@ func (h *vstream) resolve(ctx context.Context, items []*queued, settleErr error)
 		h.mu.Unlock()
 		return
 	}
+	h.mu.Unlock()
 	if !errors.Is(err, stream.ErrFenced) && !errors.Is(err, stream.ErrUnavailable) && !errors.Is(err, stream.ErrClosed) {
 		err = fmt.Errorf("%w: stream %q: %w", stream.ErrUnavailable, h.name, err)
 	}
@@ -421,13 +428,17 @@ func (h *vstream) settle(ctx context.Context) error {
 	h.mu.Lock()
 	items := h.retry
 	h.retry = nil
-	if err == nil && h.state == broken {
-		h.state, h.why = live, nil
-	}
 	h.mu.Unlock()
+	if settleHook != nil {
+		settleHook(h)
+	}
 	h.resolve(ctx, items, err)
 	return err
 }
+
+// settleHook, set only by tests, runs when a settle took over what its
+// ended WAL held and has not yet appended its taken-back entries again.
+var settleHook func(h *vstream)
 
 // recordLocked returns a record of the session's current state.
 func (h *vstream) recordLocked(kind byte) record {
