@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -351,5 +352,32 @@ func TestCreateTopicsConfigs(t *testing.T) {
 		got["retention.ms"] != "3600000/1" || got["cleanup.policy"] != "delete/5" {
 		t.Fatalf("CreateTopics v7: error %d, configs %v (nil: %v); want retention.ms=3600000 (topic, 1) and cleanup.policy=delete (default, 5)",
 			resp.Topics[0].ErrorCode, got, resp.Topics[0].Configs == nil)
+	}
+}
+
+// TestOffsetCommitRacingRelease: an offset commit admitted as the group
+// offsets move to another broker (release closes their stream) fails
+// NOT_COORDINATOR-style, never on a stream that is gone. It read the
+// stream before waiting for the release and crashed the broker on a nil
+// stream (found by killing and pausing brokers of a cluster under a
+// consumer group).
+func TestOffsetCommitRacingRelease(t *testing.T) {
+	b, _ := startBroker(t, nfsStore(t, t.TempDir()), nil)
+	o := b.offsets
+	ctx := context.Background()
+	o.commitMu.Lock() // a release under way
+	done := make(chan error, 1)
+	go func() {
+		done <- o.commit(ctx, []committed{{Group: "g", Topic: "t", Partition: 0, Offset: 1}})
+	}()
+	time.Sleep(50 * time.Millisecond) // the commit waits for commitMu
+	_ = o.s.Close()
+	o.s = nil
+	o.commitMu.Unlock()
+	if err := <-done; !errors.Is(err, errNotCoordinator) {
+		t.Fatalf("commit racing a release: %v; want errNotCoordinator", err)
+	}
+	if err := o.close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -576,6 +577,9 @@ func (gc *groupCoordinator) offsetCommit(r *kmsg.OffsetCommitRequest, resp *kmsg
 		if err := gc.b.offsets.commit(ctx, cs); err != nil {
 			gc.b.log.Warn("offset commit failed", "group", r.Group, "err", err)
 			code = kerr.CoordinatorNotAvailable.Code
+			if errors.Is(err, errNotCoordinator) { // the offsets moved meanwhile
+				code = kerr.NotCoordinator.Code
+			}
 		}
 		cancel()
 	}

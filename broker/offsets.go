@@ -143,15 +143,17 @@ func (o *offsetStore) commit(ctx context.Context, cs []committed) error {
 	if len(cs) == 0 {
 		return nil
 	}
-	if o.s == nil {
-		return fmt.Errorf("broker: committing offsets of group %s: %w", cs[0].Group, errNotCoordinator)
-	}
 	payload, err := json.Marshal(cs)
 	if err != nil {
 		return err
 	}
 	o.commitMu.Lock()
 	defer o.commitMu.Unlock()
+	// Checked under commitMu: release (the offsets moving to another
+	// broker) may have closed the stream since the commit was admitted.
+	if o.s == nil {
+		return fmt.Errorf("broker: committing offsets of group %s: %w", cs[0].Group, errNotCoordinator)
+	}
 	if _, err := o.b.appendCluster(ctx, &o.s, payload, o.replay); err != nil {
 		o.b.checkFenced(err, "offset commit")
 		return fmt.Errorf("broker: committing offsets of group %s to %s: %w", cs[0].Group, o.s.Name(), err)
@@ -221,6 +223,8 @@ func (o *offsetStore) forgetTopic(ctx context.Context, topic string) error {
 }
 
 func (o *offsetStore) close() error {
+	o.commitMu.Lock()
+	defer o.commitMu.Unlock()
 	if o.s == nil {
 		return nil
 	}
