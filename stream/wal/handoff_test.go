@@ -102,8 +102,9 @@ func TestSettleAdmitsNoAppendBeforeItsRetries(t *testing.T) {
 		mu.Unlock()
 	}
 	var windows atomic.Int64
-	defer SetSettleHook(func(name string) {
-		if name != "y" {
+	defer func() { settleHook = nil }()
+	settleHook = func(h *vstream) {
+		if h.name != "y" {
 			return
 		}
 		// An append arriving while the settle is between taking the
@@ -118,7 +119,7 @@ func TestSettleAdmitsNoAppendBeforeItsRetries(t *testing.T) {
 		case <-done:
 		case <-time.After(100 * time.Millisecond): // it waits for the settle: right
 		}
-	})()
+	}
 	stop := make(chan struct{})
 	flying := make(chan struct{})
 	go func() {
