@@ -15,6 +15,9 @@ import (
 // Exception classes and messages of the NameNode the driver tells apart.
 const (
 	safeModeException = "org.apache.hadoop.hdfs.server.namenode.SafeModeException"
+	// A file deleted after it was opened: the NameNode's answer to a
+	// read's block locations (the open itself maps to fs.ErrNotExist).
+	fileNotFoundException = "java.io.FileNotFoundException"
 	// addBlock before the previous block of the file is reported.
 	notReplicatedYetException = "org.apache.hadoop.hdfs.server.namenode.NotReplicatedYetException"
 	// rename2 onto an existing object directory.
@@ -32,6 +35,12 @@ func remoteException(err error) (class, msg string) {
 		return re.Exception(), m
 	}
 	return "", ""
+}
+
+// isRemote reports whether err carries the remote exception class.
+func isRemote(err error, class string) bool {
+	c, _ := remoteException(err)
+	return c == class
 }
 
 // cause explains err in a few words that name what went wrong: safe mode,
@@ -66,6 +75,8 @@ func mapErr(op, key string, err error) error {
 		return nil
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: hdfs %s %s", stream.ErrNotFound, op, key)
+	case isRemote(err, fileNotFoundException):
+		return fmt.Errorf("%w: hdfs %s %s (deleted while read)", stream.ErrNotFound, op, key)
 	case errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("%w: hdfs %s %s", stream.ErrAlreadyExists, op, key)
 	}
