@@ -139,9 +139,18 @@ func lastRecord(ctx context.Context, meta *stream.Stream) (record, bool, error) 
 // copied into it (W3b, W4), then a record of its own that no longer
 // names rec's claim. Called with opMu held.
 func (h *vstream) takeOver(ctx context.Context, rec record, claim bool) error {
-	entries, err := h.s.inherited(ctx, rec)
+	entries, own, err := h.s.inherited(ctx, rec)
 	if err != nil {
 		return err
+	}
+	if own {
+		// The tail came from a handle of this process, whose compaction
+		// may have moved V.data's end since we opened it (even through a
+		// session of our epoch that fenced ours): read the end again from
+		// a session of our own (W8; simulation seed 225425).
+		h.mu.Lock()
+		h.dataSuspect = true
+		h.mu.Unlock()
 	}
 	if err := h.refreshData(ctx); err != nil {
 		return err
@@ -218,8 +227,9 @@ func (h *vstream) keepTail(entries []tailEntry) error {
 	return nil
 }
 
-// inherited returns the entries of rec's claim in rec's WAL, in WAL order.
-func (s *Store) inherited(ctx context.Context, rec record) ([]tailEntry, error) {
+// inherited returns the entries of rec's claim in rec's WAL, in WAL order,
+// and whether it took them from the claim's live holder in this process.
+func (s *Store) inherited(ctx context.Context, rec record) ([]tailEntry, bool, error) {
 	s.mu.Lock()
 	c := s.claims[rec.claim]
 	live := s.w
@@ -234,11 +244,12 @@ func (s *Store) inherited(ctx context.Context, rec record) ([]tailEntry, error) 
 			tail := append([]tailEntry(nil), c.tail...)
 			c.h.mu.Unlock()
 			if c.w.dead() == nil {
-				return tail, nil
+				return tail, true, nil
 			}
 		}
 	}
-	return s.frozenEntries(ctx, rec)
+	entries, err := s.frozenEntries(ctx, rec)
+	return entries, false, err
 }
 
 // refreshData reopens V.data at the session's epoch when an append to it

@@ -229,6 +229,7 @@ func TestWALSimulationRegressions(t *testing.T) {
 		{"a settling session lowered its acknowledged end to a stale V.data end after a takeover", 28188, false},
 		{"a sweeper skipped a stream it held unaware of an equal-epoch takeover and deleted the new owner's WAL", 2375, false},
 		{"an append admitted while its stream settled took the offset of the first re-appended entry: two appends acked at one offset", 28, false},
+		{"an equal-epoch reopen in the process took the old handle's tail after its compaction moved V.data's end unseen: an acked append lost", 225425, false},
 	}
 	for _, c := range cases {
 		res := simRunWith(c.seed, 200, brokenRules{}, false, c.noSweep)
