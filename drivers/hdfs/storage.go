@@ -197,7 +197,7 @@ func (s *Storage) writeFile(c *gohdfs.Client, name string, data []byte, deadline
 	backoff := 50 * time.Millisecond
 	for {
 		err := s.writeFileOnce(c, name, data, deadline)
-		if class, _ := remoteException(err); class != notReplicatedYetException {
+		if !isRemote(err, notReplicatedYetException) {
 			return err
 		}
 		s.stats.retries.Add(1)
