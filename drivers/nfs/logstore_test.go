@@ -18,6 +18,7 @@ import (
 	"github.com/stratastream/strata/conformance"
 	"github.com/stratastream/strata/drivers/internal/drivertest"
 	"github.com/stratastream/strata/drivers/nfs/internal/lazyfs"
+	"github.com/stratastream/strata/internal/trusted"
 	"github.com/stratastream/strata/sharedlog/sharedlogtest"
 	"github.com/stratastream/strata/stream"
 	"github.com/stratastream/strata/stream/wal"
@@ -1158,5 +1159,37 @@ func TestLogStoreReadRacesSpareReuse(t *testing.T) {
 	bs, err = ro.Fetch(ctx, 30, stream.NoEnd, 0)
 	if err != nil || len(bs) == 0 || string(bs[0].Payload) != payload(30) {
 		t.Fatalf("fetch from the trim point after the race: %d batches, %v", len(bs), err)
+	}
+}
+
+// TestLogStoreTrustedChecksum: a supplied payload checksum is checked
+// against the bytes (a wrong one is ErrCorrupt) unless the append's context
+// carries internal/trusted's mark, as the write-ahead layer's do; then the
+// store takes it as the frame's without a pass over the bytes. So a wrong
+// trusted one is accepted, and its batch then reads as ErrCorrupt, never
+// as other bytes: the mark is for callers that took the checksum from the
+// bytes themselves.
+func TestLogStoreTrustedChecksum(t *testing.T) {
+	ctx := context.Background()
+	marked := trusted.WithChecksum(ctx)
+	st := ownLogStream(t, LogOptions{})
+	p := bytes.Repeat([]byte("trusted "), 1000)
+	right := stream.Batch{Count: 1, Payload: p, PayloadChecksum: stream.Checksum(p), PayloadChecksumSet: true}
+	wrong := right
+	wrong.PayloadChecksum ^= 1
+	if _, err := st.Append(ctx, wrong).Result(); !errors.Is(err, stream.ErrCorrupt) {
+		t.Fatalf("append with a wrong supplied checksum, unmarked: %v; want ErrCorrupt", err)
+	}
+	if _, err := st.Append(marked, right).Result(); err != nil {
+		t.Fatalf("append with a right supplied checksum, marked: %v", err)
+	}
+	if bs, err := st.Fetch(ctx, 0, 1, 0); err != nil || len(bs) != 1 || !bytes.Equal(bs[0].Payload, p) {
+		t.Fatalf("fetch of the marked batch: %d batches, %v", len(bs), err)
+	}
+	if _, err := st.Append(marked, wrong).Result(); err != nil {
+		t.Fatalf("append with a wrong supplied checksum, marked: %v; want it taken unread", err)
+	}
+	if bs, err := st.Fetch(ctx, 1, 2, 0); !errors.Is(err, stream.ErrCorrupt) {
+		t.Fatalf("fetch of the batch whose trusted checksum was wrong: %d batches, %v; want ErrCorrupt", len(bs), err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stratastream/strata/drivers/memory"
+	"github.com/stratastream/strata/internal/trusted"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -249,11 +250,12 @@ func TestLingerRunsFromTheLastCut(t *testing.T) {
 }
 
 // suppliedBase records, for each WAL append, whether it came with a
-// supplied payload checksum and whether that is the checksum of its bytes.
+// supplied payload checksum, whether that is the checksum of its bytes,
+// and whether its context marked it trusted (internal/trusted).
 type suppliedBase struct {
 	stream.DriverStore
 	mu   sync.Mutex
-	sums []string // "set" (right), "wrong" or "unset"
+	sums []string // "set" (right), "wrong" or "unset", "+trusted" if marked
 }
 
 func (s *suppliedBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
@@ -277,6 +279,9 @@ func (st *suppliedStream) Append(ctx context.Context, b stream.Batch) *stream.Ap
 	case b.PayloadChecksumSet:
 		v = "wrong"
 	}
+	if trusted.Checksum(ctx) {
+		v += "+trusted"
+	}
 	st.s.mu.Lock()
 	st.s.sums = append(st.s.sums, v)
 	st.s.mu.Unlock()
@@ -284,13 +289,14 @@ func (st *suppliedStream) Append(ctx context.Context, b stream.Batch) *stream.Ap
 }
 
 // TestFlushChecksTheCopies: a WAL batch goes to the base with its checksum
-// supplied (combined from the entries', not read again), and the tails
+// supplied (combined from the entries', not read again) and marked trusted
+// (the base need not read it either), and the tails
 // serve the entries without reading them again; but a caller that changes
 // its buffer after Append and before its append completes (which the
 // contract forbids) gets ErrCorrupt on reads of its own batch, from the
 // writer and after a takeover, while the other stream's batch in the same
 // WAL batch reads back intact, and no WAL batch ever went out with a
-// supplied checksum that is not its own.
+// supplied checksum that is not its own, or marked trusted without one.
 func TestFlushChecksTheCopies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -346,8 +352,13 @@ func TestFlushChecksTheCopies(t *testing.T) {
 	base.mu.Lock()
 	sums := slices.Clone(base.sums)
 	base.mu.Unlock()
-	if len(sums) < 2 || sums[0] != "set" || slices.Contains(sums, "wrong") || !slices.Contains(sums, "unset") {
-		t.Fatalf("WAL appends' supplied checksums: %v; want the first supplied, the one with the changed buffer not, none wrong", sums)
+	if len(sums) < 2 || sums[0] != "set+trusted" || !slices.Contains(sums, "unset") {
+		t.Fatalf("WAL appends' supplied checksums: %v; want the first supplied and trusted, the one with the changed buffer not", sums)
+	}
+	for _, v := range sums {
+		if v != "set+trusted" && v != "unset" {
+			t.Fatalf("WAL appends' supplied checksums: %v; want each supplied and trusted or neither", sums)
+		}
 	}
 	t.Logf("WAL appends: %v", sums)
 	ws2, err := NewStore(stream.NewStore(mem.Driver()), Options{})

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratastream/strata/internal/trusted"
 	"github.com/stratastream/strata/stream"
 )
 
@@ -201,13 +202,20 @@ func (w *writer) flushLocked() {
 	// tails keep the batch for reads until compaction.
 	rebindPayloads(payload, entries)
 	b := stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload}
+	ctx := context.Background()
 	if checkCopies(entries) {
 		b.PayloadChecksum, b.PayloadChecksumSet = sum, true
+		ctx = checkedCtx
 	}
 	w.inflight++
-	fut := w.base.Append(context.Background(), b)
+	fut := w.base.Append(ctx, b)
 	w.flushes <- &flush{items: items, fut: fut, bytes: int64(len(payload))}
 }
+
+// checkedCtx is the context of a WAL append whose supplied checksum is
+// its bytes' (checkCopies): a base store in this process (nfs.LogStore)
+// then takes it without reading the batch again.
+var checkedCtx = trusted.WithChecksum(context.Background())
 
 // checkCopies checks each entry's payload, just copied into a WAL batch
 // and still in the CPU's caches, against the checksum Append took, and
