@@ -302,20 +302,8 @@ func TestFlushChecksTheCopies(t *testing.T) {
 	defer cancel()
 	mem := memory.New(memory.Config{})
 	base := &suppliedBase{DriverStore: mem.Driver()}
-	ws, err := NewStore(stream.NewStore(base), Options{Linger: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := stream.NewStore(ws)
-	defer s.Close()
-	open := func(s *stream.Store, name string, epoch uint64) *stream.Stream {
-		t.Helper()
-		st, err := s.Open(ctx, name, stream.OpenOptions{Epoch: epoch, CreateIfMissing: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	s, ws := walStore(t, base, Options{Linger: time.Second})
+	open := opener(ctx, t)
 	a, b := open(s, "a", 1), open(s, "b", 1)
 	for _, st := range []*stream.Stream{a, b} { // claims the WAL
 		if _, err := st.Append(ctx, stream.Batch{Count: 1, Payload: []byte("first")}).Wait(ctx); err != nil {
@@ -361,12 +349,7 @@ func TestFlushChecksTheCopies(t *testing.T) {
 		}
 	}
 	t.Logf("WAL appends: %v", sums)
-	ws2, err := NewStore(stream.NewStore(mem.Driver()), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2 := stream.NewStore(ws2)
-	defer s2.Close()
+	s2, _ := walStore(t, mem.Driver(), Options{})
 	b2 := open(s2, "b", 2)
 	if a2, err := s2.Open(ctx, "a", stream.OpenOptions{Epoch: 2}); err != nil {
 		if !errors.Is(err, stream.ErrCorrupt) {
@@ -378,4 +361,74 @@ func TestFlushChecksTheCopies(t *testing.T) {
 	} else {
 		check("a takeover", a2, b2)
 	}
+}
+
+// TestWrongSuppliedChecksum: Append takes a supplied checksum unread; a
+// wrong one is caught at the copy into the WAL batch, and only that
+// batch's reads fail, by the writer and by a takeover, while a stream
+// sharing its WAL batch reads its own.
+func TestWrongSuppliedChecksum(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mem := memory.New(memory.Config{})
+	s, _ := walStore(t, mem.Driver(), Options{Linger: time.Second})
+	open := opener(ctx, t)
+	a, b := open(s, "a", 1), open(s, "b", 1)
+	pa, pb := []byte("batch of a"), []byte("batch of b")
+	fa := a.Append(ctx, stream.Batch{Count: 1, Payload: pa, PayloadChecksum: stream.Checksum(pa) ^ 1, PayloadChecksumSet: true})
+	fb := b.Append(ctx, stream.Batch{Count: 1, Payload: pb, PayloadChecksum: stream.Checksum(pb), PayloadChecksumSet: true})
+	if _, err := fb.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := fa.Wait(ctx); err == nil {
+		t.Logf("the batch with a wrong checksum was stored at %d; its reads must fail", r.BaseOffset)
+	} else if !errors.Is(err, stream.ErrCorrupt) {
+		t.Fatalf("append with a wrong supplied checksum: %v; want success or ErrCorrupt", err)
+	}
+	check := func(who string, a, b *stream.Stream) {
+		t.Helper()
+		if bs, err := a.Fetch(ctx, 0, 1, 0); !errors.Is(err, stream.ErrCorrupt) && (err != nil || len(bs) != 0) {
+			t.Fatalf("%s: fetch of the batch with a wrong checksum: %d batches, %v; want ErrCorrupt or nothing stored", who, len(bs), err)
+		}
+		bs, err := b.Fetch(ctx, 0, 1, 0)
+		if err != nil || len(bs) != 1 || string(bs[0].Payload) != "batch of b" {
+			t.Fatalf("%s: the other stream's batch: %d, %v; want batch of b", who, len(bs), err)
+		}
+	}
+	check("the writer", a, b)
+	s2, _ := walStore(t, mem.Driver(), Options{})
+	b2 := open(s2, "b", 2)
+	a2, err := s2.Open(ctx, "a", stream.OpenOptions{Epoch: 2})
+	if err != nil {
+		if !errors.Is(err, stream.ErrCorrupt) {
+			t.Fatalf("takeover of the stream with a wrong checksum: %v; want ErrCorrupt or a stream whose fetch is", err)
+		}
+		return
+	}
+	check("a takeover", a2, b2)
+}
+
+// opener returns a function opening (creating if missing) a stream of a
+// store at an epoch, failing t on an error.
+func opener(ctx context.Context, t *testing.T) func(s *stream.Store, name string, epoch uint64) *stream.Stream {
+	return func(s *stream.Store, name string, epoch uint64) *stream.Stream {
+		t.Helper()
+		st, err := s.Open(ctx, name, stream.OpenOptions{Epoch: epoch, CreateIfMissing: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+}
+
+// walStore is a store of virtual streams over base, closed when t ends.
+func walStore(t *testing.T, base stream.DriverStore, opts Options) (*stream.Store, *Store) {
+	t.Helper()
+	ws, err := NewStore(stream.NewStore(base), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stream.NewStore(ws)
+	t.Cleanup(func() { s.Close() })
+	return s, ws
 }

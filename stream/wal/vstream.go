@@ -149,10 +149,19 @@ func (h *vstream) markBroken(err error) {
 // Append queues b for the session's WAL. It claims the WAL first when the
 // stream has no claim (after open, a park, or a failed WAL), which waits
 // for one V.meta append: admission, bounded by ctx.
+//
+// A checksum the caller supplied (PayloadChecksumSet; sharedlog derives it
+// from the Kafka CRC it checked) is taken unread: the copy into the WAL
+// batch is checked against it (checkCopies). A wrong one is then treated
+// as a buffer the caller changed before its append completed: the batch is
+// stored, every read of it fails ErrCorrupt (the contract's second choice
+// for a wrong supplied checksum) and compaction of its stream stops there;
+// no other stream's batch is affected. Unsupplied, the payload is
+// checksummed here.
 func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
-	crc := stream.Checksum(b.Payload)
-	if b.PayloadChecksumSet && b.PayloadChecksum != crc {
-		return stream.FailedAppend(fmt.Errorf("%w: stream %q: supplied payload checksum %08x, payload has %08x", stream.ErrCorrupt, h.name, b.PayloadChecksum, crc))
+	crc := b.PayloadChecksum
+	if !b.PayloadChecksumSet {
+		crc = stream.Checksum(b.Payload)
 	}
 	for tries := 0; ; tries++ {
 		if err := ctx.Err(); err != nil {
