@@ -54,6 +54,12 @@ func (b Batch) Size() int {
 // key, and ErrBatchTooLarge for a batch above MaxBatchBytes or with more than
 // MaxProperties properties. Drivers call it before assigning an offset.
 func (info Info) CheckBatch(b Batch) error {
+	return info.checkBatch(b, len(b.Payload))
+}
+
+// checkBatch is CheckBatch of b with a payload of n bytes.
+func (info Info) checkBatch(b Batch, n int) error {
+	size := b.Size() - len(b.Payload) + n
 	if b.Count == 0 {
 		return fmt.Errorf("%w: batch count must be >= 1", ErrInvalidArgument)
 	}
@@ -65,8 +71,8 @@ func (info Info) CheckBatch(b Batch) error {
 	if info.MaxProperties >= 0 && len(b.Properties) > info.MaxProperties {
 		return fmt.Errorf("%w: %d properties, limit %d", ErrBatchTooLarge, len(b.Properties), info.MaxProperties)
 	}
-	if info.MaxBatchBytes > 0 && b.Size() > info.MaxBatchBytes {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, b.Size(), info.MaxBatchBytes)
+	if info.MaxBatchBytes > 0 && size > info.MaxBatchBytes {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, size, info.MaxBatchBytes)
 	}
 	return nil
 }

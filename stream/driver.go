@@ -50,6 +50,20 @@ type DriverStream interface {
 	Close() error
 }
 
+// Filler is a DriverStream that builds batches in buffers of its own (as
+// the engine, stream/chunked, builds its chunks) and can have a payload
+// written straight into them (Stream.AppendFill), saving the caller a
+// buffer and itself a copy. AppendFill is Append of b (whose Payload is
+// unused) with the n payload bytes fill writes into p, len(p) == n; fill
+// returns their CRC-32C, which the driver takes as the batch's supplied
+// checksum (Batch.PayloadChecksum), unread. The driver calls fill once,
+// before AppendFill returns, unless the append fails first; or it returns
+// false without calling it, appending nothing, when it would not write
+// this batch in place (the caller then appends it the usual way).
+type Filler interface {
+	AppendFill(ctx context.Context, b Batch, n int, fill func(p []byte) uint32) (*AppendFuture, bool)
+}
+
 // Flusher is a DriverStream that holds appends back to batch them with
 // others (a linger, as the write-ahead stream sets of package wal do).
 // Flush is a hint from the caller that it appends nothing more for now

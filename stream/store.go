@@ -208,6 +208,34 @@ func (s *Stream) Append(ctx context.Context, b Batch) *AppendFuture {
 	return FailedAppend(fmt.Errorf("%w: append to stream %q: the %s driver returned no future", ErrUnavailable, s.name, s.info.Driver))
 }
 
+// AppendFill is Append of b with a payload of n bytes that fill writes
+// (b.Payload and its supplied checksum are unused), on a driver that builds
+// its batches in its own buffers (Filler): fill writes straight into them,
+// saving a copy, and returns the CRC-32C of what it wrote, which stands as
+// the batch's supplied checksum (a wrong one makes the batch read
+// ErrCorrupt, never wrong bytes). fill is called once, before AppendFill
+// returns, unless the append fails first. On another driver, or for a batch
+// the driver would not write in place, it returns false and appends
+// nothing: the caller builds the payload and calls Append.
+func (s *Stream) AppendFill(ctx context.Context, b Batch, n int, fill func(p []byte) uint32) (*AppendFuture, bool) {
+	fl, ok := s.d.(Filler)
+	if !ok || n < 0 {
+		return nil, false
+	}
+	b.Payload, b.PayloadChecksum, b.PayloadChecksumSet = nil, 0, false
+	if err := s.writable(ctx, "append to"); err != nil {
+		return FailedAppend(err), true
+	}
+	if err := s.info.checkBatch(b, n); err != nil {
+		return FailedAppend(fmt.Errorf("append to stream %q: %w", s.name, err)), true
+	}
+	f, ok := fl.AppendFill(ctx, b, n, fill)
+	if ok && f == nil {
+		return FailedAppend(fmt.Errorf("%w: append to stream %q: the %s driver returned no future", ErrUnavailable, s.name, s.info.Driver)), true
+	}
+	return f, ok
+}
+
 // Flush hints that the caller appends nothing more for now: a driver that
 // holds appends back to batch them (Flusher) may send what it holds at
 // once. It does not wait and fails nothing; on a driver that does not

@@ -1,6 +1,8 @@
 package nfs
 
 import (
+	"fmt"
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -128,6 +130,42 @@ func writeDirectAt(f *os.File, p []byte, off int64) error {
 		return err
 	}
 	_, err := f.WriteAt(p, off)
+	if oerr := setDirect(f, false); err == nil {
+		err = oerr
+	}
+	return err
+}
+
+// writeDirectvAt writes the buffers of iov (each aligned as directAlign
+// says) one after the other from off of f, in one pwritev(2) with O_DIRECT,
+// and turns O_DIRECT off again whatever happens. A short write is an
+// error.
+func writeDirectvAt(f *os.File, iov [][]byte, off int64) error {
+	if err := setDirect(f, true); err != nil {
+		return err
+	}
+	want := 0
+	for _, b := range iov {
+		want += len(b)
+	}
+	c, err := f.SyscallConn()
+	if err == nil {
+		var n int
+		var werr error
+		if err = c.Write(func(fd uintptr) bool {
+			for {
+				n, werr = unix.Pwritev(int(fd), iov, off)
+				if werr != unix.EINTR {
+					return true
+				}
+			}
+		}); err == nil {
+			err = werr
+		}
+		if err == nil && n != want {
+			err = fmt.Errorf("pwritev wrote %d of %d bytes: %w", n, want, io.ErrShortWrite)
+		}
+	}
 	if oerr := setDirect(f, false); err == nil {
 		err = oerr
 	}

@@ -27,6 +27,8 @@ func punchHole(*os.File, int64, int64) error { return syscall.ENOTSUP }
 
 func writeDirectAt(*os.File, []byte, int64) error { return syscall.EINVAL }
 
+func writeDirectvAt(*os.File, [][]byte, int64) error { return syscall.EINVAL }
+
 // renameNoReplace: not on this platform (a LogStore keeps no spare
 // segments).
 func renameNoReplace(int, string, string) error { return syscall.ENOTSUP }

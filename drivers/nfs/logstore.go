@@ -55,6 +55,10 @@ type LogStore struct {
 	// the file system refuses them)
 	dioAlign     atomic.Int64
 	directWrites atomic.Int64 // groups written with O_DIRECT
+	// noFramed: a direct write of frames from their own buffers was
+	// refused (writeFramed); AppendFill leaves every batch to the caller.
+	noFramed     atomic.Bool
+	framedWrites atomic.Int64 // groups written from their frames' own buffers
 	noSpares     atomic.Bool  // renameat2 RENAME_NOREPLACE refused: no spare segments
 	info         stream.Info
 	closed       atomic.Bool
@@ -86,6 +90,11 @@ type LogOptions struct {
 	// bytes below a trim punched out at once). A spare not reused within
 	// 30 s is removed at the next trim.
 	SpareSegments int
+	// DirectMinBytes is the smallest group written with O_DIRECT where
+	// the file system takes it, and the smallest batch whose frame a
+	// writer of this store may have built in place (stream.Filler; default
+	// DirectMinBytes, 256 KiB).
+	DirectMinBytes int
 	// Logger receives the store's warnings (default: discard).
 	Logger *slog.Logger
 	// NoFsync skips fdatasync and fsync: acknowledged appends are then lost
@@ -125,6 +134,9 @@ func NewLogStore(dir string, opts LogOptions) (*LogStore, error) {
 	}
 	if opts.IndexBytes <= 0 {
 		opts.IndexBytes = DefaultLogIndexBytes
+	}
+	if opts.DirectMinBytes <= 0 {
+		opts.DirectMinBytes = DirectMinBytes
 	}
 	switch {
 	case opts.SpareSegments == 0:

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stratastream/strata/stream"
@@ -23,22 +24,69 @@ import (
 // start never goes back and covers every trim that succeeded. A failing
 // seed replays with STRATA_LOGSIM_SEED; STRATA_LOGSIM_SEEDS runs more.
 func TestLogStoreRandomized(t *testing.T) {
-	seeds, steps := 200, 150
-	if testing.Short() {
-		seeds = 40
-	}
-	if v, err := strconv.Atoi(os.Getenv("STRATA_LOGSIM_SEEDS")); err == nil && v > 0 {
-		seeds = v
-	}
-	first := uint64(1)
-	if v, err := strconv.ParseUint(os.Getenv("STRATA_LOGSIM_SEED"), 10, 64); err == nil {
-		first, seeds = v, 1
-	}
-	total := 0
+	first, seeds := logSimSeeds(200, 40)
+	steps, total := 150, 0
 	for seed := first; seed < first+uint64(seeds); seed++ {
-		total += logSim(t, seed, steps)
+		total += logSim(t, seed, steps, logSimConfig{opts: LogOptions{SegmentBytes: 2 << 10, PreallocBytes: 512, IndexBytes: 300, NoFsync: true}, maxPay: 900})
 	}
 	t.Logf("%d schedules, %d steps, 0 violations", seeds, total)
+}
+
+// TestLogStoreRandomizedFramed is TestLogStoreRandomized with half the
+// appends written in place (AppendFill: frames in buffers of their own,
+// written direct with a pad frame each), bursts of appends in flight at
+// once (groups of several frames), and segments and batches sized so that
+// framed groups, gathered ones and page-cache writes alternate, roll
+// segments and set index points. With fsync, as a store without it writes
+// nothing direct.
+func TestLogStoreRandomizedFramed(t *testing.T) {
+	if directAlign(mustCreate(t)) == 0 {
+		t.Fatalf("the test directory's file system refuses O_DIRECT: the framed path cannot run")
+	}
+	first, seeds := logSimSeeds(100, 20)
+	steps, total, framed := 150, 0, int64(0)
+	for seed := first; seed < first+uint64(seeds); seed++ {
+		cfg := logSimConfig{opts: LogOptions{SegmentBytes: 64 << 10, PreallocBytes: 16 << 10, IndexBytes: 6 << 10, DirectMinBytes: 3 << 10}, maxPay: 12 << 10, fill: true, framed: new(atomic.Int64)}
+		total += logSim(t, seed, steps, cfg)
+		framed += cfg.framed.Load()
+	}
+	if framed == 0 {
+		t.Fatalf("no group was written from its frames' own buffers")
+	}
+	t.Logf("%d schedules, %d steps, %d framed writes, 0 violations", seeds, total, framed)
+}
+
+// logSimSeeds is the first seed and how many a randomized test runs: n
+// (short under -short), STRATA_LOGSIM_SEEDS if set, or the one of
+// STRATA_LOGSIM_SEED.
+func logSimSeeds(n, short int) (uint64, int) {
+	if testing.Short() {
+		n = short
+	}
+	if v, err := strconv.Atoi(os.Getenv("STRATA_LOGSIM_SEEDS")); err == nil && v > 0 {
+		n = v
+	}
+	if v, err := strconv.ParseUint(os.Getenv("STRATA_LOGSIM_SEED"), 10, 64); err == nil {
+		return v, 1
+	}
+	return 1, n
+}
+
+// mustCreate creates a file in a test directory.
+func mustCreate(t *testing.T) *os.File {
+	f, err := os.Create(t.TempDir() + "/probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+type logSimConfig struct {
+	opts   LogOptions
+	maxPay int  // payloads of up to maxPay bytes (and a tag)
+	fill   bool // half the appends by AppendFill, in bursts in flight at once
+	framed *atomic.Int64
 }
 
 type logSimSession struct {
@@ -46,19 +94,24 @@ type logSimSession struct {
 	epoch uint64
 }
 
-func logSim(t *testing.T, seed uint64, steps int) int {
+func logSim(t *testing.T, seed uint64, steps int, cfg logSimConfig) int {
 	t.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 11))
 	root := t.TempDir()
-	opts := LogOptions{SegmentBytes: 2 << 10, PreallocBytes: 512, IndexBytes: 300, NoFsync: true}
 	var stores []*stream.Store
 	for range 3 {
-		s, err := OpenLogStore(root, opts)
+		d, err := NewLogStore(root, cfg.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
+		s := stream.NewStore(d)
+		defer func() {
+			s.Close()
+			if cfg.framed != nil {
+				cfg.framed.Add(d.framedWrites.Load())
+			}
+		}()
 		stores = append(stores, s)
 	}
 	fail := func(step int, format string, args ...any) {
@@ -94,10 +147,34 @@ func logSim(t *testing.T, seed uint64, steps int) int {
 			}
 		case op < 6: // appends, by any session; only the newest may succeed
 			i := rng.IntN(len(sessions))
-			for range 1 + rng.IntN(4) {
+			burst := cfg.fill && rng.IntN(2) == 0
+			k := 1 + rng.IntN(4)
+			futs, pays := make([]*stream.AppendFuture, k), make([][]byte, k)
+			for j := range k {
 				n++
-				p := []byte(fmt.Sprintf("s%d-a%d-%s", seed, n, make([]byte, rng.IntN(900))))
-				r, err := sessions[i].st.Append(ctx, stream.Batch{Count: 1 + uint32(rng.IntN(2)), Payload: p}).Result()
+				p := []byte(fmt.Sprintf("s%d-a%d-%s", seed, n, make([]byte, rng.IntN(cfg.maxPay))))
+				for x := len(p) - min(len(p), 64); x < len(p); x++ {
+					p[x] = byte(rng.Uint32()) // not all zeros
+				}
+				b := stream.Batch{Count: 1 + uint32(rng.IntN(2))}
+				pays[j] = p
+				if cfg.fill && rng.IntN(2) == 0 {
+					f, ok := sessions[i].st.AppendFill(ctx, b, len(p), func(d []byte) uint32 { copy(d, p); return stream.Checksum(p) })
+					if ok {
+						futs[j] = f
+					}
+				}
+				if futs[j] == nil {
+					b.Payload = p
+					futs[j] = sessions[i].st.Append(ctx, b)
+				}
+				if !burst {
+					futs[j].Wait(ctx)
+				}
+			}
+			for j, f := range futs {
+				p := pays[j]
+				r, err := f.Result()
 				if err != nil {
 					if i == owner {
 						fail(step, "append by the owner: %v", err)

@@ -565,9 +565,13 @@ type logStream struct {
 // payload (the caller's, held until the append completes, as Append
 // allows), then body.
 type logAppend struct {
-	head     []byte
-	payload  []byte
-	body     uint32
+	head    []byte
+	payload []byte
+	body    uint32
+	// framed: the whole frame (head, payload, body checksum) in an aligned
+	// buffer of its own with room after it for a pad frame (AppendFill);
+	// nil when head and payload are apart.
+	framed   []byte
 	base     int64
 	next     int64
 	complete func(stream.AppendResult, error)
@@ -681,6 +685,61 @@ func (ls *logStream) Append(ctx context.Context, b stream.Batch) *stream.AppendF
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	if f := ls.appendableLocked(); f != nil {
+		return f
+	}
+	fut, complete := stream.NewAppendFuture()
+	a := &logAppend{payload: b.Payload, base: ls.next, complete: complete}
+	a.head, a.body = appendFrameHead(nil, frameBatch, ls.next, b, crc)
+	ls.enqueueLocked(a, b.Count)
+	return fut
+}
+
+// AppendFill implements stream.Filler for a batch that a direct write
+// takes as it is: fill writes the payload into the frame's own buffer,
+// aligned, behind room for its head and ahead of room for the pad frame
+// that ends it at an alignment, and the writer writes the frames from
+// there (writeFramed) rather than copying them into its write buffer.
+// Batches below LogOptions.DirectMinBytes, and a store that writes
+// through the page cache, are left to the caller. fill's checksum is taken
+// unread.
+func (ls *logStream) AppendFill(ctx context.Context, b stream.Batch, n int, fill func([]byte) uint32) (*stream.AppendFuture, bool) {
+	align := ls.s.dioAlign.Load()
+	if align <= 0 || align > directBufAlign || n < ls.s.opts.DirectMinBytes || ls.s.noFramed.Load() {
+		return nil, false
+	}
+	b.Payload, b.PayloadChecksumSet = nil, false
+	if f := ls.appendable(); f != nil {
+		return f, true
+	}
+	hl := frameSize(b) - 4
+	size := hl + n + 4
+	buf := alignedZeros(size+int(align)+rollFrameSz, directBufAlign)
+	b.Payload = buf[hl : hl+n : hl+n]
+	crc := fill(b.Payload)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if f := ls.appendableLocked(); f != nil {
+		return f, true
+	}
+	fut, complete := stream.NewAppendFuture()
+	a := &logAppend{payload: b.Payload, base: ls.next, complete: complete, framed: buf[:size]}
+	a.head, a.body = appendFrameHead(buf[:0], frameBatch, ls.next, b, crc)
+	binary.LittleEndian.PutUint32(buf[hl+n:], a.body)
+	ls.enqueueLocked(a, b.Count)
+	return fut, true
+}
+
+// appendable is appendableLocked with ls.mu taken.
+func (ls *logStream) appendable() *stream.AppendFuture {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.appendableLocked()
+}
+
+// appendableLocked returns a failed future if the session takes no
+// append, else nil.
+func (ls *logStream) appendableLocked() *stream.AppendFuture {
 	if err := ls.usable(); err != nil {
 		return stream.FailedAppend(err)
 	}
@@ -690,10 +749,12 @@ func (ls *logStream) Append(ctx context.Context, b stream.Batch) *stream.AppendF
 	if ls.failed != nil {
 		return stream.FailedAppend(ls.failed)
 	}
-	fut, complete := stream.NewAppendFuture()
-	a := &logAppend{payload: b.Payload, base: ls.next, complete: complete}
-	a.head, a.body = appendFrameHead(nil, frameBatch, ls.next, b, crc)
-	ls.next += int64(b.Count)
+	return nil
+}
+
+// enqueueLocked queues a, of count records, for the writer.
+func (ls *logStream) enqueueLocked(a *logAppend, count uint32) {
+	ls.next += int64(count)
 	a.next = ls.next
 	ls.queue = append(ls.queue, a)
 	ls.flushed.Add(1)
@@ -701,7 +762,6 @@ func (ls *logStream) Append(ctx context.Context, b stream.Batch) *stream.AppendF
 	case ls.kick <- struct{}{}:
 	default:
 	}
-	return fut
 }
 
 // writer writes the queued appends of a read-write session, a group at a
@@ -844,6 +904,9 @@ var syncSegment = fdatasync
 func (ls *logStream) writeGroup(j *syncJob) error {
 	s := ls.s
 	group := j.group
+	if done, err := ls.writeFramed(j); done || err != nil {
+		return err
+	}
 	pos := ls.own.pos
 	ls.wbegin(pos)
 	// flush writes the gathered frames at pos; next is the offset after
@@ -908,6 +971,92 @@ func (ls *logStream) writeGroup(j *syncJob) error {
 	return nil
 }
 
+// writeFramed writes j's group from the frames' own buffers (AppendFill),
+// each followed by a pad frame out to the alignment, in one direct write;
+// it reports false, writing nothing, when the group is not all such
+// frames, the write does not start at an alignment with nothing of its
+// block before it, or it would not fit the current segment: writeGroup
+// then gathers the frames as usual.
+func (ls *logStream) writeFramed(j *syncJob) (bool, error) {
+	align := ls.s.dioAlign.Load()
+	pos := ls.own.pos
+	if align <= 0 || align > directBufAlign || ls.cur == nil || pos&(align-1) != 0 || len(ls.tail) != 0 {
+		return false, nil
+	}
+	end := pos
+	for _, a := range j.group {
+		if a.framed == nil {
+			return false, nil
+		}
+		end += padded(int64(len(a.framed)), align)
+	}
+	if end+rollFrameSz > ls.s.opts.SegmentBytes {
+		return false, nil
+	}
+	iov := make([][]byte, len(j.group))
+	var idx []idxEnt
+	last, written := ls.lastIdxPos(), int64(0)
+	p := pos
+	for i, a := range j.group {
+		n := int64(len(a.framed))
+		gap := padded(n, align) - n
+		if gap > 0 {
+			putPadFrame(a.framed[n:n+gap:n+gap], a.next)
+		}
+		if p-last >= ls.s.opts.IndexBytes {
+			idx = append(idx, idxEnt{off: a.base, seq: ls.own.seq, pos: p})
+			last = p
+		}
+		iov[i] = a.framed[: n+gap : n+gap]
+		p += n + gap
+		written += n
+	}
+	ls.grow(end)
+	if err := writeDirectvAt(ls.cur, iov, pos); err != nil {
+		if errors.Is(err, syscall.EINVAL) {
+			// writeGroup tries again, gathering the frames (and stops
+			// using O_DIRECT if that is refused too).
+			if !ls.s.noFramed.Swap(true) {
+				ls.s.log.Warn("the file system refused a direct write of frames from their own buffers; the log store gathers them from now on", "dir", ls.s.root, "err", err)
+			}
+			return false, nil
+		}
+		return true, ls.s.unavailable("append", ls.name, err)
+	}
+	ls.s.directWrites.Add(1)
+	ls.s.framedWrites.Add(1)
+	ls.s.stats.written.Add(written)
+	ls.s.stats.puts.Add(1)
+	if !slices.Contains(j.touched, ls.cur) {
+		j.touched = append(j.touched, ls.cur)
+	}
+	ls.mu.Lock()
+	ls.own.idx = append(ls.own.idx, idx...)
+	ls.own.pos = end
+	j.cur, j.end = ls.cur, j.group[len(j.group)-1].next
+	ls.mu.Unlock()
+	return true, nil
+}
+
+// padded is n rounded up to a multiple of align, leaving room for a whole
+// pad frame where it is not one already.
+func padded(n, align int64) int64 {
+	gap := (align - n%align) % align
+	if gap > 0 && gap < rollFrameSz {
+		gap += align
+	}
+	return n + gap
+}
+
+// putPadFrame writes a pad frame filling p (len(p) >= rollFrameSz) at
+// offset off.
+func putPadFrame(p []byte, off int64) {
+	zeros := p[frameHdr : len(p)-4]
+	clear(zeros)
+	_, body := appendFrameHead(p[:0], framePad, off, stream.Batch{Payload: zeros}, stream.Checksum(zeros))
+	binary.LittleEndian.PutUint32(p[len(p)-4:], body)
+}
+
 // writtenAhead bounds the groups a session's writer writes ahead of the
 // syncer's fdatasyncs.
 const writtenAhead = 4
@@ -959,7 +1108,7 @@ func (ls *logStream) writeAt(pos, next int64) (int64, error) {
 	align := ls.s.dioAlign.Load()
 	n := ls.wlen()
 	start := pos - int64(ls.wlead)
-	if align > 0 && n >= DirectMinBytes && start&(align-1) == 0 && align <= directBufAlign {
+	if align > 0 && n >= int64(ls.s.opts.DirectMinBytes) && start&(align-1) == 0 && align <= directBufAlign {
 		gap := (align - (pos+n)%align) % align
 		if gap > 0 && gap < rollFrameSz {
 			gap += align

@@ -265,21 +265,7 @@ const copyBlock = 64 << 10
 // the chunk fail verification (decodeChunk, chunkCache.get): the batch is
 // never served.
 func encodeBatchBody(e []byte, b stream.Batch) uint32 {
-	binary.BigEndian.PutUint32(e[8:], b.Count)
-	binary.BigEndian.PutUint64(e[12:], uint64(b.Timestamp))
-	binary.BigEndian.PutUint32(e[20:], uint32(len(b.Properties)))
-	off := 24
-	if len(b.Properties) > 0 {
-		for _, k := range slices.Sorted(maps.Keys(b.Properties)) {
-			v := b.Properties[k]
-			binary.BigEndian.PutUint32(e[off:], uint32(len(k)))
-			off += 4 + copy(e[off+4:], k)
-			binary.BigEndian.PutUint32(e[off:], uint32(len(v)))
-			off += 4 + copy(e[off+4:], v)
-		}
-	}
-	binary.BigEndian.PutUint32(e[off:], uint32(len(b.Payload)))
-	off += 4
+	off := encodeBatchFields(e, b, len(b.Payload))
 	if len(e) < combineMin {
 		copy(e[off:], b.Payload)
 		return 0 // sealChunk checksums small batches whole
@@ -295,6 +281,37 @@ func encodeBatchBody(e []byte, b stream.Batch) uint32 {
 		off, p = off+n, p[n:]
 	}
 	return crc
+}
+
+// encodeBatchFill is encodeBatchBody for a batch of n payload bytes that
+// fill writes in place (b.Payload unused; len(e) >= combineMin): it
+// returns the checksum of the bytes between the base and the checksum
+// fields, combined from fill's, and fill's, which stands as the supplied
+// one.
+func encodeBatchFill(e []byte, b stream.Batch, n int, fill func([]byte) uint32) (rest, sum uint32) {
+	off := encodeBatchFields(e, b, n)
+	sum = fill(e[off : off+n : off+n])
+	return stream.CombineChecksum(stream.Checksum(e[8:off]), sum, n), sum
+}
+
+// encodeBatchFields writes b's fields before the payload (of n bytes) into
+// e, from its count on, and returns the payload's offset in e.
+func encodeBatchFields(e []byte, b stream.Batch, n int) int {
+	binary.BigEndian.PutUint32(e[8:], b.Count)
+	binary.BigEndian.PutUint64(e[12:], uint64(b.Timestamp))
+	binary.BigEndian.PutUint32(e[20:], uint32(len(b.Properties)))
+	off := 24
+	if len(b.Properties) > 0 {
+		for _, k := range slices.Sorted(maps.Keys(b.Properties)) {
+			v := b.Properties[k]
+			binary.BigEndian.PutUint32(e[off:], uint32(len(k)))
+			off += 4 + copy(e[off+4:], k)
+			binary.BigEndian.PutUint32(e[off:], uint32(len(v)))
+			off += 4 + copy(e[off+4:], v)
+		}
+	}
+	binary.BigEndian.PutUint32(e[off:], uint32(n))
+	return off + 4
 }
 
 // bytesReader is a bounds-checked cursor over bytes from outside.

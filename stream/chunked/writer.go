@@ -248,8 +248,27 @@ func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 			return stream.FailedAppend(fmt.Errorf("%w: stream %q: payload checksum %08x, the caller supplied %08x", stream.ErrCorrupt, w.l.name, got, b.PayloadChecksum))
 		}
 	}
+	return w.intakeAppend(ctx, b, len(b.Payload), enc, supplied, nil)
+}
+
+// AppendFill implements stream.Filler: fill writes the payload straight
+// into the segment, where Append would copy it. A batch below combineMin,
+// checksummed whole at the cut, is left to the caller.
+func (w *writer) AppendFill(ctx context.Context, b stream.Batch, n int, fill func([]byte) uint32) (*stream.AppendFuture, bool) {
+	b.Payload, b.PayloadChecksumSet = nil, false
+	enc := batchEncodedLen(b) + n
+	if enc < combineMin {
+		return nil, false
+	}
+	return w.intakeAppend(ctx, b, n, enc, true, fill), true
+}
+
+// intakeAppend queues b, of n payload bytes and enc encoded, into the open
+// segment once the intake has room, and encodes it there: its payload
+// copied from b, or written by fill.
+func (w *writer) intakeAppend(ctx context.Context, b stream.Batch, n, enc int, supplied bool, fill func([]byte) uint32) *stream.AppendFuture {
 	f, complete := stream.NewAppendFuture()
-	r := &appendReq{size: b.Size(), complete: complete, supplied: supplied, sum: b.PayloadChecksum}
+	r := &appendReq{size: b.Size() - len(b.Payload) + n, complete: complete, supplied: supplied, sum: b.PayloadChecksum}
 	for {
 		w.imu.Lock()
 		if w.iclosed {
@@ -257,14 +276,18 @@ func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 			return stream.FailedAppend(w.closedErr())
 		}
 		if w.intakeBytes == 0 || w.intakeBytes+r.size <= w.maxQueuedBytes() {
-			e := w.reserve(r, b, enc)
+			e := w.reserve(r, b, n, enc)
 			w.intake = append(w.intake, r)
 			w.intakeBytes += r.size
 			w.wakeLocked()
 			w.imu.Unlock()
 			// The engine's copy, outside the lock: the caller may reuse
 			// b's buffers once Append returns. The cut waits for it.
-			r.span.rest = encodeBatchBody(e, b)
+			if fill == nil {
+				r.span.rest = encodeBatchBody(e, b)
+			} else {
+				r.span.rest, r.sum = encodeBatchFill(e, b, n, fill)
+			}
 			r.seg.copying.Done()
 			select {
 			case w.kick <- struct{}{}:
@@ -291,7 +314,7 @@ func (w *writer) Append(ctx context.Context, b stream.Batch) *stream.AppendFutur
 // reserve places r's encoding (enc bytes) in the open segment, or in a new
 // one (w.imu held), and returns where Append is to write it. Segments start small and double while appends queue up
 // faster than chunks are cut, up to a whole chunk.
-func (w *writer) reserve(r *appendReq, b stream.Batch, enc int) []byte {
+func (w *writer) reserve(r *appendReq, b stream.Batch, n, enc int) []byte {
 	limit := w.s.opts.MaxChunkBytes
 	seg := w.seg
 	if seg != nil && (seg.size+r.size > limit || len(seg.buf)+enc > cap(seg.buf)) {
@@ -310,9 +333,9 @@ func (w *writer) reserve(r *appendReq, b stream.Batch, enc int) []byte {
 	seg.size += r.size
 	seg.reqs++
 	seg.copying.Add(1)
-	pay := r.span.off + enc - 4 - len(b.Payload)
+	pay := r.span.off + enc - 4 - n
 	r.b = stream.Batch{Count: b.Count, Timestamp: b.Timestamp, Properties: maps.Clone(b.Properties),
-		Payload: seg.buf[pay : pay+len(b.Payload) : pay+len(b.Payload)]}
+		Payload: seg.buf[pay : pay+n : pay+n]}
 	return seg.buf[r.span.off : r.span.off+enc]
 }
 

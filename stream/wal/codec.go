@@ -95,8 +95,22 @@ func appendProps(b []byte, props map[string]string) []byte {
 // It returns the payload's checksum too, combined from the entries'
 // checksums without reading their payloads again: it is the checksum of
 // the payload if every entry's payload matches its checksum.
-func encodeWALBatch(sid id, entries []*entry, size int) ([]byte, uint32) {
-	b := make([]byte, 0, 4+16+4+size)
+func encodeWALBatch(sid id, entries []*entry) ([]byte, uint32) {
+	size := walBatchHeader
+	for _, e := range entries {
+		size += e.size()
+	}
+	b := make([]byte, size)
+	return b, encodeWALBatchInto(b, sid, entries)
+}
+
+// walBatchHeader is the length of a WAL batch's fields before its entries.
+const walBatchHeader = 4 + 16 + 4
+
+// encodeWALBatchInto is encodeWALBatch into p, of exactly the batch's
+// length (walBatchHeader and the entries' sizes).
+func encodeWALBatchInto(p []byte, sid id, entries []*entry) uint32 {
+	b := p[:0:len(p)]
 	b = append(b, walMagic[:]...)
 	b = append(b, sid[:]...)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(entries)))
@@ -116,7 +130,10 @@ func encodeWALBatch(sid id, entries []*entry, size int) ([]byte, uint32) {
 		b = binary.BigEndian.AppendUint32(b, e.crc)
 		crc = stream.UpdateChecksum(crc, b[mark:])
 	}
-	return b, crc
+	if len(b) != len(p) || cap(b) != len(p) {
+		panic(fmt.Sprintf("wal: a WAL batch encoded to %d bytes, sized %d", len(b), len(p)))
+	}
+	return crc
 }
 
 // errShort is the decoders' error for bytes that end too early.
@@ -312,15 +329,41 @@ func encodeRun(inc id, entries []*entry) stream.Batch {
 
 // encodeRunInto is encodeRun into dst's memory when it has room.
 func encodeRunInto(dst []byte, inc id, entries []*entry) stream.Batch {
-	size, count := runHeader, uint32(0)
+	b := runBatch(entries)
+	n := runBytes(entries)
+	p := dst[:0]
+	if cap(p) < n {
+		p = make([]byte, 0, n)
+	}
+	p = p[:n]
+	b.Payload, b.PayloadChecksum, b.PayloadChecksumSet = p, fillRun(p, inc, entries), true
+	return b
+}
+
+// runBatch is the V.data batch of a run of entries without its payload:
+// their record count and the last one's timestamp.
+func runBatch(entries []*entry) stream.Batch {
+	var count uint32
 	for _, e := range entries {
-		size += runSize(e)
 		count += e.count
 	}
-	b := dst[:0]
-	if cap(b) < size {
-		b = make([]byte, 0, size)
+	return stream.Batch{Count: count, Timestamp: entries[len(entries)-1].ts}
+}
+
+// runBytes is the size of a run of entries encoded.
+func runBytes(entries []*entry) int {
+	n := runHeader
+	for _, e := range entries {
+		n += runSize(e)
 	}
+	return n
+}
+
+// fillRun encodes the run of entries into p (len(p) == runBytes(entries))
+// and returns its CRC-32C, combined from the entries' checksums rather than
+// read from the copies.
+func fillRun(p []byte, inc id, entries []*entry) uint32 {
+	b := p[:0:len(p)]
 	b = append(b, runMagic[:]...)
 	b = append(b, inc[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(entries[0].base))
@@ -339,7 +382,10 @@ func encodeRunInto(dst []byte, inc id, entries []*entry) stream.Batch {
 		b = binary.BigEndian.AppendUint32(b, e.crc)
 		crc = stream.UpdateChecksum(crc, b[mark:])
 	}
-	return stream.Batch{Count: count, Timestamp: entries[len(entries)-1].ts, Payload: b, PayloadChecksum: crc, PayloadChecksumSet: true}
+	if len(b) != len(p) || cap(b) != len(p) {
+		panic(fmt.Sprintf("wal: a run encoded to %d bytes, sized %d", len(b), len(p)))
+	}
+	return crc
 }
 
 // decodeData appends to out the virtual batches of a V.data batch (a run,

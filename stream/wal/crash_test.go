@@ -49,7 +49,9 @@ func crashOpenStore(t testing.TB, dir string, compact int64, files bool) *wal.St
 	}
 	opts := wal.Options{CompactBytes: compact, SweepInterval: time.Second}
 	if files {
-		if opts.WALStore, err = nfs.OpenLogStore(nfs.LogStoreDir(dir), nfs.LogOptions{SegmentBytes: 256 << 10}); err != nil {
+		// Direct writes from 16 KiB: WAL batches of more are framed in
+		// place (stream.Filler), as strata serve's of 256 KiB and more.
+		if opts.WALStore, err = nfs.OpenLogStore(nfs.LogStoreDir(dir), nfs.LogOptions{SegmentBytes: 256 << 10, DirectMinBytes: 16 << 10}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -295,7 +295,7 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appen
 	// recycle hands a run's buffer back once its append completed (the
 	// store then holds no reference to it).
 	recycle := func(i int) {
-		if futs[i].Completed() {
+		if bufs[i] != nil && futs[i].Completed() {
 			runBufs.Put(bufs[i])
 		}
 	}
@@ -305,10 +305,18 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appen
 		// Issue while a slot is free; the first of none outstanding waits
 		// for one (appends outstanding free theirs as this loop waits).
 		for issued < len(runs) && slots.take(ctx, issued == i) {
-			bufs[issued] = runBufs.Get().(*[]byte)
-			b := encodeRunInto(*bufs[issued], h.inc, runs[issued])
-			*bufs[issued] = b.Payload
-			futs[issued] = data.Append(ctx, b)
+			run := runs[issued]
+			// Encoded straight into the engine's chunk where the base
+			// builds its batches in place (stream.Filler), else into a
+			// buffer of the pool that Append copies from.
+			f, ok := data.AppendFill(ctx, runBatch(run), runBytes(run), func(p []byte) uint32 { return fillRun(p, h.inc, run) })
+			if !ok {
+				bufs[issued] = runBufs.Get().(*[]byte)
+				b := encodeRunInto(*bufs[issued], h.inc, run)
+				*bufs[issued] = b.Payload
+				f = data.Append(ctx, b)
+			}
+			futs[issued] = f
 			issued++
 		}
 		if issued == i { // ctx is done; V.data holds what was waited for

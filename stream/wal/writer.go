@@ -197,19 +197,34 @@ func (w *writer) flushLocked() {
 	for i, q := range items {
 		entries[i] = q.e
 	}
-	payload, sum := encodeWALBatch(w.sid, entries, size)
-	// The entries now alias the WAL batch, not the callers' buffers: the
-	// tails keep the batch for reads until compaction.
-	rebindPayloads(payload, entries)
-	b := stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli(), Payload: payload}
-	ctx := context.Background()
-	if checkCopies(entries) {
-		b.PayloadChecksum, b.PayloadChecksumSet = sum, true
-		ctx = checkedCtx
-	}
+	b := stream.Batch{Count: 1, Timestamp: time.Now().UnixMilli()}
 	w.inflight++
-	fut := w.base.Append(ctx, b)
-	w.flushes <- &flush{items: items, fut: fut, bytes: int64(len(payload))}
+	// Encoded straight into the base's own buffer where it writes batches
+	// from there (stream.Filler: nfs.LogStore's direct writes), else into
+	// a buffer of the batch's own that the base copies or writes.
+	total := walBatchHeader + size
+	fut, ok := w.base.AppendFill(context.Background(), b, total, func(p []byte) uint32 {
+		sum := encodeWALBatchInto(p, w.sid, entries)
+		rebindPayloads(p, entries)
+		if !checkCopies(entries) {
+			sum = stream.Checksum(p)
+		}
+		return sum
+	})
+	if !ok {
+		payload, sum := encodeWALBatch(w.sid, entries)
+		// The entries now alias the WAL batch, not the callers' buffers:
+		// the tails keep the batch for reads until compaction.
+		rebindPayloads(payload, entries)
+		b.Payload = payload
+		ctx := context.Background()
+		if checkCopies(entries) {
+			b.PayloadChecksum, b.PayloadChecksumSet = sum, true
+			ctx = checkedCtx
+		}
+		fut = w.base.Append(ctx, b)
+	}
+	w.flushes <- &flush{items: items, fut: fut, bytes: int64(total)}
 }
 
 // checkedCtx is the context of a WAL append whose supplied checksum is
