@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/stratastream/strata/drivers/nfs"
@@ -40,6 +41,11 @@ type streamSetsConfig struct {
 	// (default 1 on nfs, whose passes share a disk with the WAL's fsyncs;
 	// 4 elsewhere).
 	CompactParallelism int `yaml:"compact_parallelism"`
+	// CompactYield defers a compaction copy while the WAL is busy, up to
+	// this long after it turned busy (default 20ms on nfs, hdfs and memory
+	// when the broker has one CPU, where copies take turns on it with the
+	// requests; off otherwise; negative: off).
+	CompactYield time.Duration `yaml:"compact_yield"`
 	// WALFiles keeps the WALs of the embedded default in a LogStore in
 	// <data>/wal, appended in place with one fdatasync per batch, instead
 	// of a put per batch (default true; the embedded default only).
@@ -76,6 +82,9 @@ func (c *streamSetsConfig) merged(def *streamSetsConfig) streamSetsConfig {
 	if c.CompactParallelism != 0 {
 		out.CompactParallelism = c.CompactParallelism
 	}
+	if c.CompactYield != 0 {
+		out.CompactYield = c.CompactYield
+	}
 	if c.WALFiles != nil {
 		out.WALFiles = c.WALFiles
 	}
@@ -95,7 +104,7 @@ func withStreamSets(name, kind string, st *stream.Store, c streamSetsConfig, wal
 	if c.WALFiles != nil && *c.WALFiles && walDir == "" {
 		return nil, fmt.Errorf("stream_sets: wal_files is for the embedded default (no drivers configured); driver %s keeps its WALs in its own store", name)
 	}
-	opts := streamSetsOptions(kind, c)
+	opts := streamSetsOptions(kind, c, runtime.GOMAXPROCS(0))
 	opts.Logger = logger.With("driver", name)
 	files := walFiles(walDir, c.WALFiles, logger)
 	if _, err := os.Stat(walDir); files || (walDir != "" && err == nil) {
@@ -121,7 +130,7 @@ func withStreamSets(name, kind string, st *stream.Store, c streamSetsConfig, wal
 		return nil, fmt.Errorf("stream_sets: %w", err)
 	}
 	o := ws.Options()
-	logger.Info("stream sets on", "driver", name, "linger", o.Linger, "flush_when_idle", o.FlushWhenIdle, "compact_parallelism", o.CompactParallelism, "wal_files", opts.WALStore != nil)
+	logger.Info("stream sets on", "driver", name, "linger", o.Linger, "flush_when_idle", o.FlushWhenIdle, "compact_parallelism", o.CompactParallelism, "compact_yield", o.CompactYield, "wal_files", opts.WALStore != nil)
 	return stream.NewStore(ws), nil
 }
 
@@ -148,9 +157,10 @@ func walFiles(walDir string, set *bool, logger *slog.Logger) bool {
 }
 
 // streamSetsOptions are the stream-set options of a driver of kind (""
-// for a plugin binary) under config c: what c sets, else the driver's
-// defaults (docs/streamsets.md, "Defaults"), else wal's.
-func streamSetsOptions(kind string, c streamSetsConfig) wal.Options {
+// for a plugin binary) under config c, for a broker on cpus CPUs
+// (GOMAXPROCS): what c sets, else the driver's defaults
+// (docs/streamsets.md, "Defaults"), else wal's.
+func streamSetsOptions(kind string, c streamSetsConfig, cpus int) wal.Options {
 	opts := wal.Options{
 		Linger: c.Linger, MaxFlushBytes: c.MaxFlushBytes,
 		CompactBytes: c.CompactBytes, CompactInterval: c.CompactInterval,
@@ -167,8 +177,21 @@ func streamSetsOptions(kind string, c streamSetsConfig) wal.Options {
 	if opts.CompactParallelism == 0 && kind == "nfs" {
 		opts.CompactParallelism = diskCompactParallelism
 	}
+	opts.CompactYield = c.CompactYield
+	if opts.CompactYield == 0 && !billed && cpus == 1 {
+		opts.CompactYield = oneCPUCompactYield
+	}
 	return opts
 }
+
+// oneCPUCompactYield is the default CompactYield on fileStores when the
+// broker runs on one CPU (GOMAXPROCS 1), where a copy's encoding and the
+// requests' take turns on it: a Produce request of megabytes keeps the
+// WAL busy for about 10 ms, so copies wait out most requests and go in
+// the gaps between them. With more CPUs copies run beside the requests
+// and waiting only makes compaction late (docs/streamsets.md,
+// "Defaults").
+const oneCPUCompactYield = 20 * time.Millisecond
 
 // diskCompactParallelism is nfs's default CompactParallelism: a pass's
 // puts add at most one to the disk queue a WAL put's fsync waits in

@@ -156,6 +156,20 @@ func (s *Store) pass(ctx context.Context, plan passPlan) error {
 	return first
 }
 
+// yieldToAppends defers a copy while the live WAL is busy, up to
+// Options.CompactYield after it turned busy.
+func (s *Store) yieldToAppends(ctx context.Context) {
+	if s.opts.CompactYield <= 0 {
+		return
+	}
+	s.mu.Lock()
+	w := s.w
+	s.mu.Unlock()
+	if w != nil {
+		w.awaitIdle(ctx, s.opts.CompactYield)
+	}
+}
+
 // detachTail gives the tail's entries payloads of their own: a tail a
 // pass leaves is small, and its entries would otherwise keep whole WAL
 // batches in memory (every other entry of which is compacted). Entries

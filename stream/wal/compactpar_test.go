@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -282,5 +283,147 @@ func TestPassParallelism(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("CompactParallelism %d, %d bytes held (CompactBytes %d): %d appends in flight, want %d", tc.par, tc.backlog, cb, got, tc.want)
 		}
+	}
+}
+
+// busyWALBase holds every WAL append while hold is set, keeping the WAL
+// busy, and counts the appends to data streams (compaction's copies).
+type busyWALBase struct {
+	stream.DriverStore
+	hold        atomic.Pointer[chan struct{}]
+	dataAppends atomic.Int64
+}
+
+func (b *busyWALBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+	st, err := b.DriverStore.Open(ctx, name, o)
+	if err != nil {
+		return st, err
+	}
+	return &busyWALStream{DriverStream: st, b: b, wal: strings.HasPrefix(name, DefaultPrefix+"/"), data: strings.HasSuffix(name, dataSuffix)}, nil
+}
+
+func (b *busyWALBase) Close() error { return nil }
+
+type busyWALStream struct {
+	stream.DriverStream
+	b         *busyWALBase
+	wal, data bool
+}
+
+// AppendFill takes no batch: every append goes through Append.
+func (s *busyWALStream) AppendFill(context.Context, stream.Batch, int, func([]byte) uint32) (*stream.AppendFuture, bool) {
+	return nil, false
+}
+
+func (s *busyWALStream) Append(ctx context.Context, batch stream.Batch) *stream.AppendFuture {
+	if s.data {
+		s.b.dataAppends.Add(1)
+	}
+	hold := s.b.hold.Load()
+	if !s.wal || hold == nil {
+		return s.DriverStream.Append(ctx, batch)
+	}
+	f, done := stream.NewAppendFuture()
+	go func() {
+		<-*hold
+		done(s.DriverStream.Append(ctx, batch).Wait(ctx))
+	}()
+	return f
+}
+
+// TestCompactYield: with CompactYield a compaction copy waits while the WAL
+// is busy and goes once it is idle; it waits at most CompactYield after the
+// WAL turned busy; and without CompactYield it does not wait at all.
+func TestCompactYield(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		yield time.Duration
+		// waits: the copy is still waiting after the WAL was busy for
+		// 200 ms; else the pass ends with the WAL still busy.
+		waits bool
+	}{
+		{name: "waits-for-idle", yield: time.Hour, waits: true},
+		{name: "bounded", yield: 50 * time.Millisecond},
+		{name: "off", yield: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			mem := memory.New(memory.Config{})
+			defer mem.Close()
+			base := &busyWALBase{DriverStore: mem.Driver()}
+			s, err := NewStore(stream.NewStore(base), Options{SweepInterval: -1, FlushWhenIdle: true, CompactYield: tc.yield})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			a, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			for i := range 3 {
+				if _, err := stream.Append(ctx, a, stream.Batch{Count: 1, Payload: []byte(fmt.Sprint("a", i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b, err := s.Open(ctx, "b", stream.OpenOptions{Epoch: 1, CreateIfMissing: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			// An append of b's, held at the base: the WAL is busy.
+			hold := make(chan struct{})
+			var released sync.Once
+			release := func() { released.Do(func() { close(hold) }) }
+			defer release() // before the Store closes, on a failure too
+			base.hold.Store(&hold)
+			held := b.Append(ctx, stream.Batch{Count: 1, Payload: []byte("b0")})
+			compacted := make(chan error, 1)
+			go func() { compacted <- s.Compact(ctx) }()
+			select {
+			case err := <-compacted:
+				if tc.waits {
+					t.Fatalf("the pass ended (%v) with the WAL busy; want its copy waiting for the WAL to be idle", err)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(200 * time.Millisecond):
+				if !tc.waits {
+					t.Fatalf("CompactYield %v: the pass still runs after the WAL was busy for 200 ms", tc.yield)
+				}
+				if n := base.dataAppends.Load(); n != 0 {
+					t.Fatalf("%d data appends while the WAL was busy; want the copy waiting", n)
+				}
+				release() // the WAL goes idle: the copy goes
+				if err := <-compacted; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := base.dataAppends.Load(); n == 0 {
+				t.Fatal("the pass copied nothing to a's data stream")
+			}
+			release()
+			if _, err := held.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range map[string][]string{"a": {"a0", "a1", "a2"}, "b": {"b0"}} {
+				ro, err := s.Open(ctx, name, stream.OpenOptions{Mode: stream.ModeReadOnly})
+				if err != nil {
+					t.Fatal(err)
+				}
+				bs, err := ro.Fetch(ctx, 0, stream.NoEnd, 0)
+				ro.Close()
+				if err != nil || len(bs) != len(want) {
+					t.Fatalf("%s: %d batches, %v; want %d", name, len(bs), err, len(want))
+				}
+				for i, batch := range bs {
+					if string(batch.Payload) != want[i] {
+						t.Fatalf("%s at %d: %q, want %q", name, i, batch.Payload, want[i])
+					}
+				}
+			}
+		})
 	}
 }

@@ -306,6 +306,7 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appen
 		// for one (appends outstanding free theirs as this loop waits).
 		for issued < len(runs) && slots.take(ctx, issued == i) {
 			run := runs[issued]
+			h.s.yieldToAppends(ctx)
 			// Encoded straight into the engine's chunk where the base
 			// builds its batches in place (stream.Filler), else into a
 			// buffer of the pool that Append copies from.

@@ -55,6 +55,15 @@ type Options struct {
 	// as many, doubling for each CompactBytes more, up to
 	// BehindCompactParallelism.
 	CompactParallelism int
+	// CompactYield lets a compaction pass defer a copy while the WAL is
+	// busy (appends queued or in flight), for at most CompactYield after
+	// it last turned busy: copies then take the CPU and the disk in the
+	// gaps between bursts of appends (a producer's requests one after
+	// another) rather than from them. Under continuous load (busy for
+	// longer) copies go at once. Zero or negative: copies never wait (the
+	// default). strata serve sets it on the file-system drivers
+	// (docs/streamsets.md, "Defaults").
+	CompactYield time.Duration
 	// SweepInterval is how often the store looks for the WALs of dead
 	// sessions that no stream points into any more, and deletes them
 	// (default DefaultSweepInterval; negative: never).

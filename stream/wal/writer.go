@@ -62,6 +62,11 @@ type writer struct {
 	flushes    chan *flush
 	ackerDone  chan struct{}
 	closedOnce sync.Once
+	// busySince is when the WAL last turned busy (something queued or in
+	// flight); idleCh, when not nil, is closed when it is idle again
+	// (awaitIdle).
+	busySince time.Time
+	idleCh    chan struct{}
 	// kick wakes the idle flusher (FlushWhenIdle): an append to an idle
 	// WAL is cut when that goroutine runs, not inline, so that the other
 	// appends its caller makes at once (the partitions of one Produce
@@ -118,6 +123,9 @@ func (w *writer) enqueue(q *queued) error {
 	}
 	if w.closing {
 		return fmt.Errorf("%w: WAL %s closed", stream.ErrClosed, w.name)
+	}
+	if w.idleLocked() {
+		w.busySince = time.Now()
 	}
 	w.queue = append(w.queue, q)
 	w.queueBytes += q.e.size()
@@ -286,6 +294,7 @@ func (w *writer) acker() {
 			// The next batch goes out before this one's futures complete:
 			// what queued meanwhile need not wait for them.
 			w.maybeFlushLocked()
+			w.notifyIdleLocked()
 			w.mu.Unlock()
 			w.ackItems(f.items, res.BaseOffset, pos)
 			continue
@@ -305,12 +314,47 @@ func (w *writer) acker() {
 		}
 		rest := w.queue
 		w.queue, w.queueBytes = nil, 0
+		w.notifyIdleLocked()
 		w.mu.Unlock()
 		if first {
 			w.s.walDied(w)
 		}
 		w.failItems(f.items, err)
 		w.failItems(rest, err)
+	}
+}
+
+// idleLocked reports whether the WAL has nothing queued or in flight.
+func (w *writer) idleLocked() bool { return len(w.queue) == 0 && w.inflight == 0 }
+
+// notifyIdleLocked wakes awaitIdle's waiters if the WAL is idle.
+func (w *writer) notifyIdleLocked() {
+	if w.idleCh != nil && w.idleLocked() {
+		close(w.idleCh)
+		w.idleCh = nil
+	}
+}
+
+// awaitIdle waits until the WAL is idle, for at most max after it last
+// turned busy, or until ctx is done (Options.CompactYield).
+func (w *writer) awaitIdle(ctx context.Context, max time.Duration) {
+	w.mu.Lock()
+	wait := max - time.Since(w.busySince)
+	if w.idleLocked() || wait <= 0 {
+		w.mu.Unlock()
+		return
+	}
+	if w.idleCh == nil {
+		w.idleCh = make(chan struct{})
+	}
+	idle := w.idleCh
+	w.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -375,6 +419,7 @@ func (w *writer) close() {
 		w.closing = true
 		rest := w.queue
 		w.queue = nil
+		w.notifyIdleLocked()
 		close(w.flushes)
 		if w.kick != nil {
 			close(w.kick)
