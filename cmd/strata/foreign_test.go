@@ -249,3 +249,27 @@ func fetchPartition0(ctx context.Context, t *testing.T, cl *kgo.Client, topic st
 	}
 	return p.ErrorCode, values
 }
+
+// createTopic creates a topic with n partitions through cl.
+func createTopic(ctx context.Context, t testing.TB, cl *kgo.Client, topic string, n int32) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, n, -1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("CreateTopics %s: %v", topic, err)
+	}
+	if c := resp.Topics[0].ErrorCode; c != 0 {
+		t.Fatalf("CreateTopics %s: error %d: %s", topic, c, deref(resp.Topics[0].ErrorMessage))
+	}
+}
+
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

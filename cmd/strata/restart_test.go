@@ -142,22 +142,6 @@ func TestServeRestartsKilledDriver(t *testing.T) {
 	}
 }
 
-// createTopic creates a topic with n partitions through cl.
-func createTopic(ctx context.Context, t testing.TB, cl *kgo.Client, topic string, n int32) {
-	t.Helper()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, n, -1
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("CreateTopics %s: %v", topic, err)
-	}
-	if c := resp.Topics[0].ErrorCode; c != 0 {
-		t.Fatalf("CreateTopics %s: error %d: %s", topic, c, deref(resp.Topics[0].ErrorMessage))
-	}
-}
-
 // commitOffset commits offset for a group's partition (a simple,
 // memberless commit) and checks that it was accepted.
 func commitOffset(ctx context.Context, t *testing.T, cl *kgo.Client, group, topic string, partition int32, offset int64) {
@@ -177,11 +161,4 @@ func commitOffset(ctx context.Context, t *testing.T, cl *kgo.Client, group, topi
 	if c := resp.Topics[0].Partitions[0].ErrorCode; c != 0 {
 		t.Fatalf("OffsetCommit %s: error %d", group, c)
 	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
