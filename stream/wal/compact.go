@@ -41,6 +41,16 @@ func (p passPlan) parallelism(o Options) int {
 	return k
 }
 
+// yield is how long a pass of plan lets each copy wait for the WAL to be
+// idle (Options.CompactYield): none when compaction is falling behind
+// (twice CompactBytes not yet copied), when copies must go at once.
+func (p passPlan) yield(o Options) time.Duration {
+	if p.backlog >= 2*o.CompactBytes {
+		return 0
+	}
+	return o.CompactYield
+}
+
 // take says whether the plan copies a stream's tail of n bytes whose
 // oldest batch was acknowledged at oldest, pinning pinned bytes of WAL.
 func (p passPlan) take(n int, oldest time.Time, pinned int64) bool {
@@ -105,7 +115,7 @@ func (s *Store) pass(ctx context.Context, plan passPlan) error {
 	var (
 		wg    sync.WaitGroup
 		sem   = make(chan struct{}, k)
-		slots = make(appendSlots, k)
+		slots = newAppendSlots(k, plan.yield(s.opts))
 		errMu sync.Mutex
 		first error
 	)
@@ -156,20 +166,6 @@ func (s *Store) pass(ctx context.Context, plan passPlan) error {
 	return first
 }
 
-// yieldToAppends defers a copy while the live WAL is busy, up to
-// Options.CompactYield after it turned busy.
-func (s *Store) yieldToAppends(ctx context.Context) {
-	if s.opts.CompactYield <= 0 {
-		return
-	}
-	s.mu.Lock()
-	w := s.w
-	s.mu.Unlock()
-	if w != nil {
-		w.awaitIdle(ctx, s.opts.CompactYield)
-	}
-}
-
 // detachTail gives the tail's entries payloads of their own: a tail a
 // pass leaves is small, and its entries would otherwise keep whole WAL
 // batches in memory (every other entry of which is compacted). Entries
@@ -190,7 +186,7 @@ func (c *claim) detachTail() {
 // close), a park record when nothing of the stream is in flight, or a
 // record moving the claim's WAL offset past what was copied. Called with
 // opMu held.
-func (h *vstream) compact(ctx context.Context, kind byte, slots appendSlots) error {
+func (h *vstream) compact(ctx context.Context, kind byte, slots *appendSlots) error {
 	h.mu.Lock()
 	c := h.cl
 	if h.state != live {

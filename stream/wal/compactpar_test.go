@@ -174,7 +174,7 @@ func TestCompactCopyFailureReturnsSlots(t *testing.T) {
 	s.mu.Lock()
 	h := s.handles["s"]
 	s.mu.Unlock()
-	slots := make(appendSlots, 4)
+	slots := newAppendSlots(4, 0)
 	h.opMu.Lock()
 	err = h.compact(ctx, kindCompact, slots)
 	h.opMu.Unlock()
@@ -184,7 +184,7 @@ func TestCompactCopyFailureReturnsSlots(t *testing.T) {
 	if base.most.Load() < 2 {
 		t.Fatalf("at most %d V.data appends in flight: the failure met none outstanding", base.most.Load())
 	}
-	if n := len(slots); n != 0 {
+	if n := len(slots.ch); n != 0 {
 		t.Fatalf("%d of 4 slots still taken after the failed copy returned", n)
 	}
 	if err := s.Compact(ctx); err != nil {
@@ -333,18 +333,22 @@ func (s *busyWALStream) Append(ctx context.Context, batch stream.Batch) *stream.
 
 // TestCompactYield: with CompactYield a compaction copy waits while the WAL
 // is busy and goes once it is idle; it waits at most CompactYield after the
-// WAL turned busy; and without CompactYield it does not wait at all.
+// WAL turned busy; and it does not wait at all without CompactYield, in a
+// pass that finds compaction behind, or in a close's copy.
 func TestCompactYield(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		yield time.Duration
+		run   string // what copies a's tail: "pass" (Compact), "behind", "close"
 		// waits: the copy is still waiting after the WAL was busy for
-		// 200 ms; else the pass ends with the WAL still busy.
+		// 200 ms; else the copy is done with the WAL still busy.
 		waits bool
 	}{
-		{name: "waits-for-idle", yield: time.Hour, waits: true},
-		{name: "bounded", yield: 50 * time.Millisecond},
-		{name: "off", yield: 0},
+		{name: "waits-for-idle", yield: time.Hour, run: "pass", waits: true},
+		{name: "bounded", yield: 50 * time.Millisecond, run: "pass"},
+		{name: "off", yield: 0, run: "pass"},
+		{name: "behind", yield: time.Hour, run: "behind"},
+		{name: "close", yield: time.Hour, run: "close"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -380,18 +384,27 @@ func TestCompactYield(t *testing.T) {
 			base.hold.Store(&hold)
 			held := b.Append(ctx, stream.Batch{Count: 1, Payload: []byte("b0")})
 			compacted := make(chan error, 1)
-			go func() { compacted <- s.Compact(ctx) }()
+			go func() {
+				switch tc.run {
+				case "behind":
+					compacted <- s.compactWith(ctx, passPlan{all: true, backlog: 2 * DefaultCompactBytes})
+				case "close":
+					compacted <- a.Close()
+				default:
+					compacted <- s.Compact(ctx)
+				}
+			}()
 			select {
 			case err := <-compacted:
 				if tc.waits {
-					t.Fatalf("the pass ended (%v) with the WAL busy; want its copy waiting for the WAL to be idle", err)
+					t.Fatalf("the copy ended (%v) with the WAL busy; want it waiting for the WAL to be idle", err)
 				}
 				if err != nil {
 					t.Fatal(err)
 				}
 			case <-time.After(200 * time.Millisecond):
 				if !tc.waits {
-					t.Fatalf("CompactYield %v: the pass still runs after the WAL was busy for 200 ms", tc.yield)
+					t.Fatalf("CompactYield %v, %s: the copy still runs after the WAL was busy for 200 ms", tc.yield, tc.run)
 				}
 				if n := base.dataAppends.Load(); n != 0 {
 					t.Fatalf("%d data appends while the WAL was busy; want the copy waiting", n)
@@ -402,7 +415,7 @@ func TestCompactYield(t *testing.T) {
 				}
 			}
 			if n := base.dataAppends.Load(); n == 0 {
-				t.Fatal("the pass copied nothing to a's data stream")
+				t.Fatal("nothing copied to a's data stream")
 			}
 			release()
 			if _, err := held.Wait(ctx); err != nil {

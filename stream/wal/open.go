@@ -278,7 +278,7 @@ func (h *vstream) refreshData(ctx context.Context) error {
 // entries below its end are skipped, the first gap or overlap ends the
 // tail), with the same offsets, and waits for their acks (W3b). Called
 // with opMu held.
-func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appendSlots) error {
+func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots *appendSlots) error {
 	h.mu.Lock()
 	d, data := h.dataNext, h.data
 	h.mu.Unlock()
@@ -306,7 +306,7 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appen
 		// for one (appends outstanding free theirs as this loop waits).
 		for issued < len(runs) && slots.take(ctx, issued == i) {
 			run := runs[issued]
-			h.s.yieldToAppends(ctx)
+			slots.yieldToAppends(ctx, h.s)
 			// Encoded straight into the engine's chunk where the base
 			// builds its batches in place (stream.Filler), else into a
 			// buffer of the pool that Append copies from.
@@ -361,25 +361,35 @@ func (h *vstream) copyTail(ctx context.Context, entries []tailEntry, slots appen
 var runBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // appendSlots bound the V.data appends of a compaction pass in flight at
-// once, over all its streams (CompactParallelism); nil: no bound.
-type appendSlots chan struct{}
+// once, over all its streams (CompactParallelism); nil: no bound (a
+// takeover's or a close's copy).
+type appendSlots struct {
+	ch chan struct{}
+	// yield: each copy first waits while the WAL is busy, up to
+	// Options.CompactYield (a pass not behind).
+	yield time.Duration
+}
+
+func newAppendSlots(n int, yield time.Duration) *appendSlots {
+	return &appendSlots{ch: make(chan struct{}, n), yield: yield}
+}
 
 // take takes a slot: waiting for one (or ctx) if wait, else only if one is
 // free at once.
-func (a appendSlots) take(ctx context.Context, wait bool) bool {
+func (a *appendSlots) take(ctx context.Context, wait bool) bool {
 	if a == nil {
 		return true
 	}
 	if !wait {
 		select {
-		case a <- struct{}{}:
+		case a.ch <- struct{}{}:
 			return true
 		default:
 			return false
 		}
 	}
 	select {
-	case a <- struct{}{}:
+	case a.ch <- struct{}{}:
 		return true
 	case <-ctx.Done():
 		return false
@@ -387,9 +397,23 @@ func (a appendSlots) take(ctx context.Context, wait bool) bool {
 }
 
 // give returns a slot taken.
-func (a appendSlots) give() {
+func (a *appendSlots) give() {
 	if a != nil {
-		<-a
+		<-a.ch
+	}
+}
+
+// yieldToAppends waits, before a copy of a pass that yields, while the
+// live WAL is busy (Options.CompactYield).
+func (a *appendSlots) yieldToAppends(ctx context.Context, s *Store) {
+	if a == nil || a.yield <= 0 {
+		return
+	}
+	s.mu.Lock()
+	w := s.w
+	s.mu.Unlock()
+	if w != nil {
+		w.awaitIdle(ctx, a.yield)
 	}
 }
 

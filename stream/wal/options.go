@@ -60,9 +60,11 @@ type Options struct {
 	// it last turned busy: copies then take the CPU and the disk in the
 	// gaps between bursts of appends (a producer's requests one after
 	// another) rather than from them. Under continuous load (busy for
-	// longer) copies go at once. Zero or negative: copies never wait (the
-	// default). strata serve sets it on the file-system drivers
-	// (docs/streamsets.md, "Defaults").
+	// longer) copies go at once, and so do those of a pass that finds
+	// compaction behind (twice CompactBytes not yet copied), of a close
+	// and of a takeover. Zero or negative: copies never wait (the
+	// default). strata serve sets it on the file-system drivers when the
+	// broker has one CPU (docs/streamsets.md, "Defaults").
 	CompactYield time.Duration
 	// SweepInterval is how often the store looks for the WALs of dead
 	// sessions that no stream points into any more, and deletes them
