@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/stratastream/strata/drivers/nfs"
@@ -104,7 +103,9 @@ func withStreamSets(name, kind string, st *stream.Store, c streamSetsConfig, wal
 	if c.WALFiles != nil && *c.WALFiles && walDir == "" {
 		return nil, fmt.Errorf("stream_sets: wal_files is for the embedded default (no drivers configured); driver %s keeps its WALs in its own store", name)
 	}
-	opts := streamSetsOptions(kind, c, runtime.GOMAXPROCS(0))
+	// The CPUs the broker may use, not GOMAXPROCS: serve sets that to
+	// twice them (setBrokerProcs) before it opens the stores.
+	opts := streamSetsOptions(kind, c, defaultProcs)
 	opts.Logger = logger.With("driver", name)
 	files := walFiles(walDir, c.WALFiles, logger)
 	if _, err := os.Stat(walDir); files || (walDir != "" && err == nil) {
@@ -158,7 +159,7 @@ func walFiles(walDir string, set *bool, logger *slog.Logger) bool {
 
 // streamSetsOptions are the stream-set options of a driver of kind (""
 // for a plugin binary) under config c, for a broker on cpus CPUs
-// (GOMAXPROCS): what c sets, else the driver's defaults
+// (defaultProcs): what c sets, else the driver's defaults
 // (docs/streamsets.md, "Defaults"), else wal's.
 func streamSetsOptions(kind string, c streamSetsConfig, cpus int) wal.Options {
 	opts := wal.Options{
@@ -185,8 +186,9 @@ func streamSetsOptions(kind string, c streamSetsConfig, cpus int) wal.Options {
 }
 
 // oneCPUCompactYield is the default CompactYield on fileStores when the
-// broker runs on one CPU (GOMAXPROCS 1), where a copy's encoding and the
-// requests' take turns on it: a Produce request of megabytes keeps the
+// broker may use one CPU (its affinity, its cgroup limit or
+// GOMAXPROCS=1), where a copy's encoding and the requests' take turns on
+// it: a Produce request of megabytes keeps the
 // WAL busy for about 10 ms, so copies wait out most requests and go in
 // the gaps between them. With more CPUs copies run beside the requests
 // and waiting only makes compaction late (docs/streamsets.md,

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/stratastream/strata/drivers/memory"
 )
 
 // TestStreamSetsOptions checks each driver's stream-set defaults and that
@@ -55,6 +62,41 @@ func TestStreamSetsOptions(t *testing.T) {
 		if o.Linger != tc.linger || o.FlushWhenIdle != tc.idle || o.CompactParallelism != tc.par || o.CompactYield != tc.yield {
 			t.Errorf("kind %q, %d CPUs, top %q, own %q: linger %v, flush when idle %v, compact parallelism %d, compact yield %v; want %v, %v, %d, %v",
 				tc.kind, cpus, tc.top, tc.own, o.Linger, o.FlushWhenIdle, o.CompactParallelism, o.CompactYield, tc.linger, tc.idle, tc.par, tc.yield)
+		}
+	}
+}
+
+// TestStreamSetsOneCPUAfterProcs: serve doubles GOMAXPROCS before it
+// opens its stores (setBrokerProcs), and a broker on one CPU still gets
+// the one-CPU defaults: they follow the CPUs, not GOMAXPROCS.
+func TestStreamSetsOneCPUAfterProcs(t *testing.T) {
+	oldCPUs, oldProcs := defaultProcs, runtime.GOMAXPROCS(0)
+	env, envSet := os.LookupEnv("GOMAXPROCS")
+	t.Cleanup(func() {
+		defaultProcs = oldCPUs
+		runtime.GOMAXPROCS(oldProcs)
+		if envSet {
+			os.Setenv("GOMAXPROCS", env)
+		}
+	})
+	os.Unsetenv("GOMAXPROCS")
+	for _, tc := range []struct {
+		cpus  int
+		yield string
+	}{{1, "compact_yield=20ms"}, {2, "compact_yield=0s"}} {
+		defaultProcs = tc.cpus
+		setBrokerProcs(slog.New(slog.DiscardHandler))
+		if got := runtime.GOMAXPROCS(0); got != 2*tc.cpus {
+			t.Fatalf("%d CPUs: GOMAXPROCS %d after setBrokerProcs, want %d", tc.cpus, got, 2*tc.cpus)
+		}
+		var log bytes.Buffer
+		st, err := withStreamSets("memory", "memory", memory.New(memory.Config{}), streamSetsConfig{}, "", slog.New(slog.NewTextHandler(&log, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		if !strings.Contains(log.String(), tc.yield) {
+			t.Errorf("%d CPUs: the stream sets' log says %q, want %s", tc.cpus, log.String(), tc.yield)
 		}
 	}
 }
