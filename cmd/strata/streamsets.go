@@ -187,10 +187,9 @@ func streamSetsOptions(kind string, c streamSetsConfig, cpus int) wal.Options {
 
 // oneCPUCompactYield is the default CompactYield on fileStores when the
 // broker may use one CPU (its affinity, its cgroup limit or
-// GOMAXPROCS=1), where a copy's encoding and the requests' take turns on
-// it: a Produce request of megabytes keeps the
-// WAL busy for about 10 ms, so copies wait out most requests and go in
-// the gaps between them. With more CPUs copies run beside the requests
+// GOMAXPROCS=1), where a copy's encoding and the requests take turns on
+// it: a Produce request of megabytes keeps the WAL busy for about 10 ms,
+// so copies wait out most requests and go in the gaps between them. With more CPUs copies run beside the requests
 // and waiting only makes compaction late (docs/streamsets.md,
 // "Defaults").
 const oneCPUCompactYield = 20 * time.Millisecond
