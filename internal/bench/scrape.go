@@ -295,7 +295,8 @@ func rss(pid int) (int64, error) {
 // stream's last name component ("_wal" for every write-ahead stream),
 // a slash, and the file's part of the stream: its directory for numbered
 // files ("c" chunks, "m" chunk metadata, "g" generations), else its name
-// ("hint"): "data.d/c", "meta.m/m", "_wal/c". Elsewhere it is the
+// ("hint"): "data.d/c", "meta.m/m", "_wal/c" (a data stream's
+// incarnation tag left out). Elsewhere it is the
 // file's extension (Kafka: ".log", ".index") or "other".
 func fileKind(rel string) string {
 	parts := strings.Split(filepath.ToSlash(rel), "/")
@@ -309,7 +310,7 @@ func fileKind(rel string) string {
 			break
 		}
 		if k, ok := strings.CutSuffix(p, ".stream"); ok {
-			stream = k
+			stream = untagged(k)
 		}
 	}
 	if stream != "" {
@@ -323,6 +324,17 @@ func fileKind(rel string) string {
 		return ext
 	}
 	return "other"
+}
+
+// untagged drops the incarnation tag of a stream set's data stream
+// ("data.0123456789abcdef.d" is "data.d"), so that all partitions' data
+// streams are one kind.
+func untagged(name string) string {
+	stem, ok := strings.CutSuffix(name, ".d")
+	if i := strings.LastIndexByte(stem, '.'); ok && i >= 0 && len(stem)-i-1 == 16 && strings.Trim(stem[i+1:], "0123456789abcdef") == "" {
+		return stem[:i] + ".d"
+	}
+	return name
 }
 
 // diskUsage returns the allocated bytes (st_blocks), the apparent bytes

@@ -139,11 +139,13 @@ func TestProduceConsumePacedWithBackendFigures(t *testing.T) {
 // TestFileKind names the files of an nfs data directory and of Kafka's.
 func TestFileKind(t *testing.T) {
 	for path, want := range map[string]string{
-		"objects/c@/t@/ab@/38@/data.m.stream@/Y2MT@/c@/00000000000000000001": "data.m/c",
-		"objects/c@/t@/ab@/38@/data.d.stream@/g@/00000000000000000000":       "data.d/g",
-		"objects/c@/t@/ab@/38@/meta.m.stream@/Y2MT@/hint":                    "meta.m/hint",
-		"objects/c@/_wal@/0f3e-1.stream@/Y2MT@/c@/00000000000000000007":      "_wal/c",
-		"strata-bench-x-7/00000000000000000000.log":                          ".log",
+		"objects/c@/t@/ab@/38@/data.m.stream@/Y2MT@/c@/00000000000000000001":            "data.m/c",
+		"objects/c@/t@/ab@/38@/data.d.stream@/g@/00000000000000000000":                  "data.d/g",
+		"objects/c@/t@/ab@/38@/data.0123456789abcdef.d.stream@/g@/00000000000000000000": "data.d/g",
+		"objects/c@/t@/ab@/38@/data.0123456789abcdeg.d.stream@/hint":                    "data.0123456789abcdeg.d/hint",
+		"objects/c@/t@/ab@/38@/meta.m.stream@/Y2MT@/hint":                               "meta.m/hint",
+		"objects/c@/_wal@/0f3e-1.stream@/Y2MT@/c@/00000000000000000007":                 "_wal/c",
+		"strata-bench-x-7/00000000000000000000.log":                                     ".log",
 		"meta.properties": ".properties",
 		"README":          "other",
 	} {

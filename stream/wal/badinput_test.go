@@ -29,6 +29,16 @@ func newTestStore(t *testing.T, base *stream.Store) *Store {
 	return s
 }
 
+// testDataName is the data stream of name's incarnation, from its record.
+func testDataName(t *testing.T, s *Store, name string) string {
+	t.Helper()
+	rec, ok, err := s.peekRecord(context.Background(), name)
+	if err != nil || !ok {
+		t.Fatalf("stream %q: its record: %v, %v", name, ok, err)
+	}
+	return rec.dataName()
+}
+
 func mustAppend(t *testing.T, st stream.DriverStream, payload string) stream.AppendResult {
 	t.Helper()
 	r, err := stream.Append(context.Background(), st, stream.Batch{Count: 1, Payload: []byte(payload)})
@@ -162,9 +172,9 @@ func TestForeignDataBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppend(t, st, "one")
-	st.Close() // compacts: "one" is in a.d
+	st.Close() // compacts: "one" is in V.data
 	// A batch of another incarnation (as a copied-over object would be).
-	appendRaw(t, base, dataName("a"), 2, encodeRun(id{7}, []*entry{{base: 1, count: 1, payload: []byte("foreign"), crc: stream.Checksum([]byte("foreign"))}}).Payload)
+	appendRaw(t, base, testDataName(t, s, "a"), 2, encodeRun(id{7}, []*entry{{base: 1, count: 1, payload: []byte("foreign"), crc: stream.Checksum([]byte("foreign"))}}).Payload)
 	st, err = s.Open(ctx, "a", stream.OpenOptions{Epoch: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +193,7 @@ func TestForeignDataBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendRaw(t, base, dataName("a"), 4, encodeRun(rec.inc, []*entry{{base: 5, count: 1, payload: []byte("moved"), crc: stream.Checksum([]byte("moved"))}}).Payload)
+	appendRaw(t, base, rec.dataName(), 4, encodeRun(rec.inc, []*entry{{base: 5, count: 1, payload: []byte("moved"), crc: stream.Checksum([]byte("moved"))}}).Payload)
 	st, err = s.Open(ctx, "a", stream.OpenOptions{Epoch: 5})
 	if err != nil {
 		t.Fatal(err)

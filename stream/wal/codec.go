@@ -268,7 +268,14 @@ type record struct {
 	compacted int64  // V.data holds V's batches below this (informational; V.data's NextOffset is the truth)
 	start     int64  // V's start offset
 	name      string // V's name
+	// tagged: the incarnation's data stream is dataName(name, inc), not
+	// legacyDataName(name) (encoded as a trailing flags byte, absent in
+	// records of earlier builds).
+	tagged bool
 }
+
+// recordTagged is the record flag of tagged.
+const recordTagged = 1
 
 func (r *record) encode() []byte {
 	b := make([]byte, 0, 64+len(r.wal)+len(r.name))
@@ -283,6 +290,9 @@ func (r *record) encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(r.start))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(r.name)))
 	b = append(b, r.name...)
+	if r.tagged {
+		b = append(b, recordTagged)
+	}
 	return b
 }
 
@@ -290,6 +300,9 @@ func decodeRecord(p []byte) (record, error) {
 	r := &reader{b: p}
 	r.magic(metaMagic)
 	rec := record{kind: r.u8(), inc: r.id(), claim: r.id(), wal: r.str16(), from: r.i64(), compacted: r.i64(), start: r.i64(), name: r.str16()}
+	if r.err == nil && len(r.b) == 1 && r.b[0] == recordTagged {
+		rec.tagged, r.b = true, nil
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
 	}

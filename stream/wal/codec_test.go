@@ -155,7 +155,7 @@ func TestFetchInsideRuns(t *testing.T) {
 	if err := st.Close(); err != nil { // copies the tail to V.data
 		t.Fatal(err)
 	}
-	d, err := base.Open(ctx, dataName("a"), stream.OpenOptions{Mode: stream.ModeReadOnly})
+	d, err := base.Open(ctx, testDataName(t, s, "a"), stream.OpenOptions{Mode: stream.ModeReadOnly})
 	if err != nil {
 		t.Fatal(err)
 	}

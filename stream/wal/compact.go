@@ -198,9 +198,12 @@ func (h *vstream) compact(ctx context.Context, kind byte, slots *appendSlots) er
 		return nil // no claim: the last record names no WAL already
 	}
 	tail := append([]tailEntry(nil), c.tail...)
+	none := h.data == nil && len(tail) == 0 // a new incarnation's V.data waits for its first copy
 	h.mu.Unlock()
-	if err := h.refreshData(ctx); err != nil {
-		return err
+	if !none {
+		if err := h.refreshData(ctx); err != nil {
+			return err
+		}
 	}
 	if err := h.copyTail(ctx, tail, slots); err != nil {
 		return err

@@ -204,7 +204,7 @@ func TestCompactCopyFailureReturnsSlots(t *testing.T) {
 			t.Fatalf("batch %d: offset %d, bytes equal %v", j, b.BaseOffset, bytes.Equal(b.Payload, payload(j)))
 		}
 	}
-	data, err := mem.Driver().Open(ctx, dataName("s"), stream.OpenOptions{Mode: stream.ModeReadOnly})
+	data, err := mem.Driver().Open(ctx, testDataName(t, s, "s"), stream.OpenOptions{Mode: stream.ModeReadOnly})
 	if err != nil {
 		t.Fatal(err)
 	}

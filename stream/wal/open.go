@@ -11,10 +11,11 @@ import (
 )
 
 // openRW opens a read-write session (W2, W3): V.meta read-write at the
-// epoch (fencing older sessions' records), its last record, V.data
-// read-write at the epoch before its NextOffset is read (W3a, which
-// fences an older owner's compaction), and, when the last record names a
-// WAL, the inherited tail copied into V.data (W3b). The session then holds
+// epoch (fencing older sessions' records), its last record, V.data of the
+// record's incarnation read-write at the epoch before its NextOffset is
+// read (W3a, which fences an older owner's compaction), and, when the
+// last record names a WAL, the inherited tail copied into V.data (W3b).
+// With no record, a new incarnation opens its V.data at its first copy. The session then holds
 // no claim: its first append claims the live WAL.
 func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions) (stream.DriverStream, error) {
 	mopts := stream.OpenOptions{Epoch: opts.Epoch}
@@ -46,44 +47,27 @@ func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions
 		_ = meta.Close()
 		return nil, err
 	}
-	dname := dataName(name)
-	data, err := s.base.Open(ctx, dname, stream.OpenOptions{Epoch: opts.Epoch, CreateIfMissing: true})
-	if err == nil && !ok && data.NextOffset() > 0 {
-		// A fresh meta stream has an empty data stream: this one was left
-		// by a Delete that stopped halfway — unless a newer session took
-		// the stream since V.meta was read (its records and data are
-		// there now, and our session is fenced). A newer session that
-		// writes both between this look and the delete is not ruled out.
-		_ = data.Close()
-		if _, taken, perr := s.peekRecord(ctx, name); perr != nil || taken {
-			err = perr
-			if err == nil {
-				err = fmt.Errorf("%w: stream %q: opened by a newer session meanwhile", stream.ErrFenced, name)
-			}
-		} else {
-			s.log.Info("wal: removing the data stream of a deleted incarnation", "stream", name)
-			if err = s.base.Delete(ctx, dname); err == nil || errors.Is(err, stream.ErrNotFound) {
-				data, err = s.base.Open(ctx, dname, stream.OpenOptions{Epoch: opts.Epoch, CreateIfMissing: true})
-			}
-		}
-	}
-	if err != nil {
-		_ = meta.Close()
-		return nil, err
-	}
-	h := s.newHandle(name, opts.Epoch, meta, data)
-	h.dataNext = data.NextOffset()
+	// A new incarnation (no record yet) creates its data stream only when
+	// a compaction first copies to it, after the record of its first claim
+	// has landed: whatever names a data stream names the incarnation that
+	// writes it, and no Open ever deletes one (a data stream of another
+	// incarnation, left by a Delete that stopped halfway, is another name).
+	h := s.newHandle(name, opts.Epoch, meta, nil)
 	if !ok {
-		h.inc = s.newID()
-		if hashed(name) {
+		h.inc, h.tagged = s.newID(), true
+		if hashed(name) { // List reads a long name back from its record
 			err = h.writeRecord(ctx, h.recordLocked(kindPark))
 		}
 	} else {
-		h.inc, h.start, h.lastStart = rec.inc, rec.start, rec.start
-		if rec.wal != "" {
-			h.opMu.Lock()
-			err = h.takeOver(ctx, rec, true)
-			h.opMu.Unlock()
+		h.inc, h.tagged, h.start, h.lastStart = rec.inc, rec.tagged, rec.start, rec.start
+		h.data, err = s.base.Open(ctx, h.dataName(), stream.OpenOptions{Epoch: opts.Epoch, CreateIfMissing: true})
+		if err == nil {
+			h.dataNext = h.data.NextOffset()
+			if rec.wal != "" {
+				h.opMu.Lock()
+				err = h.takeOver(ctx, rec, true)
+				h.opMu.Unlock()
+			}
 		}
 	}
 	if err == nil && h.start > h.dataNext {
@@ -91,7 +75,9 @@ func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions
 	}
 	if err != nil {
 		_ = h.meta.Close()
-		_ = h.data.Close()
+		if h.data != nil {
+			_ = h.data.Close()
+		}
 		return nil, err
 	}
 	n := max(h.next, h.dataNext) // h.next is beyond V.data's end only under noCopy
@@ -100,7 +86,9 @@ func (s *Store) openRW(ctx context.Context, name string, opts stream.OpenOptions
 	if s.closed {
 		s.mu.Unlock()
 		_ = h.meta.Close()
-		_ = h.data.Close()
+		if h.data != nil {
+			_ = h.data.Close()
+		}
 		return nil, stream.ErrClosed
 	}
 	old := s.handles[name]
@@ -255,10 +243,10 @@ func (s *Store) inherited(ctx context.Context, rec record) ([]tailEntry, bool, e
 // refreshData reopens V.data at the session's epoch when an append to it
 // had an unknown outcome (W8), then reads its NextOffset.
 func (h *vstream) refreshData(ctx context.Context) error {
-	if !h.dataSuspect || h.s.opts.broken.noDataFence {
+	if (!h.dataSuspect || h.s.opts.broken.noDataFence) && h.data != nil {
 		return nil
 	}
-	data, err := h.s.base.Open(ctx, dataName(h.name), stream.OpenOptions{Epoch: h.epoch, CreateIfMissing: true})
+	data, err := h.s.base.Open(ctx, h.dataName(), stream.OpenOptions{Epoch: h.epoch, CreateIfMissing: true})
 	if err != nil {
 		if errors.Is(err, stream.ErrFenced) {
 			h.fenceLocal(fmt.Errorf("%w: stream %q: %w", stream.ErrFenced, h.name, err))
@@ -270,7 +258,9 @@ func (h *vstream) refreshData(ctx context.Context) error {
 	h.data, h.dataNext = data, data.NextOffset()
 	h.dataSuspect = false
 	h.mu.Unlock()
-	_ = old.Close()
+	if old != nil {
+		_ = old.Close()
+	}
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,10 +13,11 @@ import (
 // the log as W4 says: V.data from the start, then the entries of the last
 // record's claim in its WAL that continue V.data exactly. It never fences.
 type roStream struct {
-	s    *Store
-	name string
-	meta *stream.Stream
-	data *stream.Stream
+	s     *Store
+	name  string
+	meta  *stream.Stream
+	data  *stream.Stream // nil until the incarnation's data stream exists
+	dname string         // data's base name
 
 	mu       sync.Mutex
 	closed   bool
@@ -57,6 +57,14 @@ func (r *roStream) closeBase() {
 		if st != nil {
 			_ = st.Close()
 		}
+	}
+}
+
+// closeData drops the data stream session.
+func (r *roStream) closeData() {
+	if r.data != nil {
+		_ = r.data.Close()
+		r.data, r.dname = nil, ""
 	}
 }
 
@@ -157,12 +165,8 @@ func (r *roStream) refreshLocked(ctx context.Context) error {
 }
 
 func retryable(err error) bool {
-	return errors.Is(err, stream.ErrOffsetOutOfRange) || errors.Is(err, errRecordLanded) || errors.Is(err, stream.ErrNotFound) && !errors.Is(err, errStreamGone)
+	return errors.Is(err, stream.ErrOffsetOutOfRange) || errors.Is(err, stream.ErrNotFound) && !errors.Is(err, errStreamGone)
 }
-
-// errRecordLanded: a refresh found V.data written but read V.meta before
-// its first record landed; it reads both again.
-var errRecordLanded = fmt.Errorf("%w: the stream's first record landed during the read", stream.ErrUnavailable)
 
 var errStreamGone = errors.New("stream deleted")
 
@@ -179,42 +183,36 @@ func (r *roStream) refreshOnce(ctx context.Context) error {
 	if ok && rec.name != r.name {
 		return fmt.Errorf("%w: stream %q: its meta stream holds a record of stream %q", stream.ErrCorrupt, r.name, rec.name)
 	}
+	if !ok {
+		// No record yet: nothing appended (a new incarnation's first
+		// append claims, with a record, before it is acknowledged).
+		r.closeData()
+		r.have, r.rec, r.start, r.dataNext, r.next = false, record{}, 0, 0, 0
+		return nil
+	}
+	if dname := rec.dataName(); r.data != nil && r.dname != dname {
+		r.closeData() // another incarnation since the last refresh
+	}
 	if r.data == nil {
-		d, err := r.s.base.Open(ctx, dataName(r.name), stream.OpenOptions{Mode: stream.ModeReadOnly})
+		d, err := r.s.base.Open(ctx, rec.dataName(), stream.OpenOptions{Mode: stream.ModeReadOnly})
 		switch {
+		case errors.Is(err, stream.ErrNotFound) && rec.tagged && rec.compacted == 0:
+			// The incarnation has not copied to its data stream yet (it
+			// creates it then): V.data is empty.
 		case errors.Is(err, stream.ErrNotFound):
-			if ok {
-				return fmt.Errorf("%w: stream %q: %w", stream.ErrNotFound, r.name, errStreamGone)
-			}
-			// Never opened read-write: empty.
-			r.have, r.rec, r.start, r.dataNext, r.next = false, record{}, 0, 0, 0
-			return nil
+			return fmt.Errorf("%w: stream %q: %w", stream.ErrNotFound, r.name, errStreamGone)
 		case err != nil:
 			return err
+		default:
+			r.data, r.dname = d, rec.dataName()
 		}
-		r.data = d
 	}
-	if _, err := r.data.Fetch(ctx, r.data.NextOffset(), stream.NoEnd, 1); err != nil && !errors.Is(err, stream.ErrOffsetOutOfRange) {
-		return err
-	}
-	dataNext := r.data.NextOffset()
-	if !ok {
-		if dataNext > 0 {
-			// V.data is written only after a record exists: the first
-			// record landed after the read above (read it all again), or
-			// V.data is the leftover of a Delete that stopped halfway,
-			// which the next read-write open removes (the stream is
-			// empty).
-			if _, err := r.meta.Fetch(ctx, r.meta.NextOffset(), stream.NoEnd, 1); err != nil && !errors.Is(err, stream.ErrOffsetOutOfRange) {
-				return err
-			}
-			if _, landed, err := lastRecord(ctx, r.meta); err != nil || landed {
-				return cmp.Or(err, errRecordLanded)
-			}
-			dataNext = 0
+	var dataNext int64
+	if r.data != nil {
+		if _, err := r.data.Fetch(ctx, r.data.NextOffset(), stream.NoEnd, 1); err != nil && !errors.Is(err, stream.ErrOffsetOutOfRange) {
+			return err
 		}
-		r.have, r.rec, r.start, r.dataNext, r.next = false, record{}, 0, dataNext, dataNext
-		return nil
+		dataNext = r.data.NextOffset()
 	}
 	if rec.wal != r.rec.wal || rec.claim != r.rec.claim || !r.have {
 		if r.wal != nil && rec.wal != r.rec.wal {

@@ -214,14 +214,23 @@ func (s *Store) Open(ctx context.Context, name string, opts stream.OpenOptions) 
 	return nil, fmt.Errorf("%w: open mode %d", stream.ErrInvalidArgument, opts.Mode)
 }
 
-// Delete removes a virtual stream: its meta stream, then its data stream.
-// A data stream left by a Delete that stopped halfway is removed by the
-// next Open of a fresh stream of that name.
+// Delete removes a virtual stream: its meta stream, then the data streams
+// of its incarnations listed before it (the current one's, and any left by
+// a Delete that stopped halfway). An incarnation created after the meta
+// stream is gone creates its data stream later still, under a name of its
+// own, so no Delete removes the data of a stream that outlives it.
 func (s *Store) Delete(ctx context.Context, name string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	err := s.base.Delete(ctx, metaName(name))
+	listed, err := s.base.List(ctx, dataPrefix(name))
+	if err != nil {
+		return err
+	}
+	if hashed(name) {
+		listed = append(listed, legacyDataName(name)) // another prefix
+	}
+	err = s.base.Delete(ctx, metaName(name))
 	if errors.Is(err, stream.ErrNotFound) && !s.internal(name) {
 		if lerr := s.base.Delete(ctx, name); !errors.Is(lerr, stream.ErrNotFound) {
 			return lerr
@@ -237,8 +246,19 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		h.fenceLocal(fmt.Errorf("%w: stream %q was deleted", stream.ErrFenced, name))
 		h.releaseClaims()
 	}
-	if derr := s.base.Delete(ctx, dataName(name)); derr != nil && !errors.Is(derr, stream.ErrNotFound) {
-		s.log.Warn("wal: deleting a data stream failed; the next open of the name removes it", "stream", name, "err", derr)
+	has := make(map[string]bool, len(listed))
+	for _, n := range listed {
+		has[n] = true
+	}
+	for _, d := range listed {
+		// V+"."+tag+".d" is also the legacy data name of a stream named
+		// V+"."+tag, if one has that meta stream.
+		if !isDataOf(d, name) || d != legacyDataName(name) && has[strings.TrimSuffix(d, dataSuffix)+metaSuffix] {
+			continue
+		}
+		if derr := s.base.Delete(ctx, d); derr != nil && !errors.Is(derr, stream.ErrNotFound) {
+			s.log.Warn("wal: deleting a data stream failed; the next Delete of the name removes it", "stream", name, "data", d, "err", derr)
+		}
 	}
 	return nil
 }

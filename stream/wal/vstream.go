@@ -67,6 +67,7 @@ type vstream struct {
 	state             int
 	why               error // of broken and fenced
 	inc               id
+	tagged            bool // V.data is dataName(name, inc) (record.tagged)
 	start             int64
 	next              int64 // offset of the next append (acked + in flight)
 	acked             int64 // end of the acknowledged appends: NextOffset
@@ -453,7 +454,13 @@ var settleHook func(h *vstream)
 func (h *vstream) recordLocked(kind byte) record {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return record{kind: kind, inc: h.inc, compacted: h.dataNext, start: max(h.start, h.lastStart), name: h.name}
+	return record{kind: kind, inc: h.inc, compacted: h.dataNext, start: max(h.start, h.lastStart), name: h.name, tagged: h.tagged}
+}
+
+// dataName is V.data's base name.
+func (h *vstream) dataName() string {
+	r := record{name: h.name, inc: h.inc, tagged: h.tagged}
+	return r.dataName()
 }
 
 // writeRecord appends rec to V.meta and waits. A fenced append fences the
@@ -718,7 +725,7 @@ func (h *vstream) Trim(ctx context.Context, newStart int64) error {
 	h.start = max(newStart, h.lastStart) // the start the record carried
 	start, dataNext := h.start, h.dataNext
 	h.mu.Unlock()
-	if t := min(start, dataNext); t > h.data.StartOffset() {
+	if t := min(start, dataNext); h.data != nil && t > h.data.StartOffset() {
 		if err := h.data.Trim(ctx, t); err != nil {
 			h.s.log.Debug("wal: trimming a data stream failed; the next trim retries", "stream", h.name, "err", err)
 		}
@@ -770,6 +777,8 @@ func (h *vstream) Close() error {
 	}
 	h.s.mu.Unlock()
 	_ = h.meta.Close()
-	_ = h.data.Close()
+	if h.data != nil {
+		_ = h.data.Close()
+	}
 	return nil
 }
