@@ -141,6 +141,7 @@ func TestBadMetaRecord(t *testing.T) {
 		{"garbage", []byte("garbage")},
 		{"truncated", (&record{kind: kindPark, inc: id{3}, name: "a"}).encode()[:20]},
 		{"another stream's", other.encode()},
+		{"unknown flags", append((&record{kind: kindPark, inc: id{3}, name: "a"}).encode(), recordTagged<<1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := memory.New(memory.Config{})

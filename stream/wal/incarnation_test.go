@@ -4,38 +4,31 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stratastream/strata/drivers/memory"
 	"github.com/stratastream/strata/stream"
 )
 
-// metaOpenHook runs hook once, right after a read-write open of a meta
-// stream at epoch 1 succeeds, once armed.
-type metaOpenHook struct {
-	stream.DriverStore
-	mu    sync.Mutex
-	armed bool
-	hook  func()
-}
-
-func (b *metaOpenHook) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
-	st, err := b.DriverStore.Open(ctx, name, o)
-	if err != nil || o.Mode != stream.ModeReadWrite || o.Epoch != 1 || !strings.HasSuffix(name, metaSuffix) {
-		return st, err
+// TestRecordTag: a tagged record round-trips with its flag and names its
+// incarnation's data stream; a record as earlier builds wrote it (no
+// flags byte) decodes untagged, naming V+".d".
+func TestRecordTag(t *testing.T) {
+	rec := record{kind: kindClaim, inc: id{0xab, 1, 2, 3, 4, 5, 6, 7, 8}, claim: id{9}, wal: "_wal/x-1", from: 3, compacted: 2, start: 1, name: "a", tagged: true}
+	got, err := decodeRecord(rec.encode())
+	if err != nil || got != rec {
+		t.Fatalf("tagged record: %+v, %v; want %+v", got, err, rec)
 	}
-	b.mu.Lock()
-	hook := b.hook
-	if !b.armed {
-		hook = nil
+	if d := got.dataName(); d != "a.ab01020304050607.d" || !isDataOf(d, "a") {
+		t.Fatalf("tagged record's data stream %q", d)
 	}
-	b.armed = false
-	b.mu.Unlock()
-	if hook != nil {
-		hook()
+	legacy := rec
+	legacy.tagged = false
+	p := rec.encode()
+	got, err = decodeRecord(p[:len(p)-1])
+	if err != nil || got != legacy || got.dataName() != "a.d" {
+		t.Fatalf("record without flags: %+v (data %q), %v; want %+v naming a.d", got, got.dataName(), err, legacy)
 	}
-	return st, err
 }
 
 func baseNames(t *testing.T, base stream.DriverStore) []string {
@@ -60,7 +53,11 @@ func baseNames(t *testing.T, base stream.DriverStore) []string {
 func TestRecreateOverLeftoverData(t *testing.T) {
 	ctx := context.Background()
 	mem := memory.New(memory.Config{}).Driver()
-	hb := &metaOpenHook{DriverStore: mem}
+	// The hook runs after a successful read-write open of a meta stream at
+	// epoch 1 (the earlier owner's).
+	hb := &openHook{DriverStore: mem, match: func(name string, o stream.OpenOptions, err error) bool {
+		return err == nil && o.Mode == stream.ModeReadWrite && o.Epoch == 1 && strings.HasSuffix(name, metaSuffix)
+	}}
 	s, err := NewStore(stream.NewStore(keepBase{hb}), Options{SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -80,9 +77,7 @@ func TestRecreateOverLeftoverData(t *testing.T) {
 	}
 
 	var later stream.AppendResult
-	hb.mu.Lock()
-	hb.armed = true
-	hb.hook = func() {
+	hb.arm(func() {
 		w, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 2, CreateIfMissing: true})
 		if err != nil {
 			t.Error(err)
@@ -92,8 +87,7 @@ func TestRecreateOverLeftoverData(t *testing.T) {
 		if err := w.Close(); err != nil { // compacts "new" into its V.data
 			t.Error(err)
 		}
-	}
-	hb.mu.Unlock()
+	})
 	if st, err := s.Open(ctx, "a", stream.OpenOptions{Epoch: 1, CreateIfMissing: true}); err == nil {
 		// It read V.meta as it was before: its first append meets the
 		// fence.
@@ -104,10 +98,7 @@ func TestRecreateOverLeftoverData(t *testing.T) {
 	} else if !errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("the earlier owner's open: %v; want ErrFenced", err)
 	}
-	hb.mu.Lock()
-	fired := !hb.armed
-	hb.mu.Unlock()
-	if !fired {
+	if !hb.fired() {
 		t.Fatal("the race was not staged")
 	}
 	if later.BaseOffset != 0 {

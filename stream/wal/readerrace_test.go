@@ -9,26 +9,37 @@ import (
 	"github.com/stratastream/strata/stream"
 )
 
-// hookBase runs hook once, right after a read-only open of one of V a's
-// data streams returns, once armed (the open's result stands).
-type hookBase struct {
+// openHook runs an armed hook once, right after the first Open that match
+// accepts returns (the open's result stands).
+type openHook struct {
 	stream.DriverStore
+	match func(name string, o stream.OpenOptions, err error) bool
 	mu    sync.Mutex
-	armed bool
 	hook  func()
 }
 
-func (b *hookBase) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
+// arm sets the hook the next matching Open runs.
+func (b *openHook) arm(hook func()) {
+	b.mu.Lock()
+	b.hook = hook
+	b.mu.Unlock()
+}
+
+// fired says the armed hook ran.
+func (b *openHook) fired() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.hook == nil
+}
+
+func (b *openHook) Open(ctx context.Context, name string, o stream.OpenOptions) (stream.DriverStream, error) {
 	st, err := b.DriverStore.Open(ctx, name, o)
-	if !isDataOf(name, "a") || o.Mode != stream.ModeReadOnly {
+	if !b.match(name, o, err) {
 		return st, err
 	}
 	b.mu.Lock()
 	hook := b.hook
-	if !b.armed {
-		hook = nil
-	}
-	b.armed = false
+	b.hook = nil
 	b.mu.Unlock()
 	if hook != nil {
 		hook()
@@ -43,7 +54,10 @@ func (b *hookBase) Open(ctx context.Context, name string, o stream.OpenOptions) 
 // batch (from the WAL or, reading again, from V.data), never an error.
 func TestReaderRacingTheFirstCopy(t *testing.T) {
 	ctx := context.Background()
-	hb := &hookBase{DriverStore: memory.New(memory.Config{}).Driver()}
+	// The hook runs after a read-only open of a's data stream.
+	hb := &openHook{DriverStore: memory.New(memory.Config{}).Driver(), match: func(name string, o stream.OpenOptions, _ error) bool {
+		return isDataOf(name, "a") && o.Mode == stream.ModeReadOnly
+	}}
 	s, err := NewStore(stream.NewStore(keepBase{hb}), Options{SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -78,25 +92,19 @@ func TestReaderRacingTheFirstCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppend(t, w, "first") // claims: a record, the batch in the WAL
-	hb.mu.Lock()
-	hb.armed = true
-	hb.hook = func() {
+	hb.arm(func() {
 		if err := w.Close(); err != nil { // creates V.data, copies, GC
 			t.Error(err)
 		}
 		if err := s.Compact(ctx); err != nil {
 			t.Error(err)
 		}
-	}
-	hb.mu.Unlock()
+	})
 	bs, err := ro.Fetch(ctx, 0, stream.NoEnd, 0)
 	if err != nil || len(bs) != 1 || string(bs[0].Payload) != "first" {
 		t.Fatalf("fetch racing the first copy: %d batches, %v", len(bs), err)
 	}
-	hb.mu.Lock()
-	fired := !hb.armed
-	hb.mu.Unlock()
-	if !fired {
+	if !hb.fired() {
 		t.Fatal("the race was not staged: the reader never opened V.data")
 	}
 	if bs, err = ro.Fetch(ctx, 0, stream.NoEnd, 0); err != nil || len(bs) != 1 || string(bs[0].Payload) != "first" {
