@@ -95,7 +95,7 @@ func appendRaw(t *testing.T, base *stream.Store, name string, epoch uint64, payl
 }
 
 func TestBadWALBatch(t *testing.T) {
-	validOther, _ := encodeWALBatch(id{9}, []*entry{{claim: id{1}, count: 1, payload: []byte("x")}})
+	validOther, _, _ := encodeWALBatch(id{9}, []*entry{{claim: id{1}, count: 1, payload: []byte("x")}})
 	own := func(wal string) id {
 		sid, _ := (&Store{opts: Options{Prefix: DefaultPrefix}}).parseWALName(wal)
 		return sid
@@ -106,7 +106,7 @@ func TestBadWALBatch(t *testing.T) {
 	}{
 		{"garbage", func(string) []byte { return []byte("not a WAL batch at all") }},
 		{"truncated", func(w string) []byte {
-			b, _ := encodeWALBatch(own(w), []*entry{{claim: id{1}, count: 1, payload: []byte("payload")}})
+			b, _, _ := encodeWALBatch(own(w), []*entry{{claim: id{1}, count: 1, payload: []byte("payload")}})
 			return b[:len(b)-5]
 		}},
 		{"another session's", func(string) []byte { return validOther }},

@@ -91,30 +91,40 @@ func appendProps(b []byte, props map[string]string) []byte {
 	return b
 }
 
-// encodeWALBatch encodes entries as one WAL batch payload of session sid.
-// It returns the payload's checksum too, combined from the entries'
-// checksums without reading their payloads again: it is the checksum of
-// the payload if every entry's payload matches its checksum.
-func encodeWALBatch(sid id, entries []*entry) ([]byte, uint32) {
+// encodeWALBatch encodes entries as one WAL batch payload of session sid
+// (encodeWALBatchInto, into a buffer of its own).
+func encodeWALBatch(sid id, entries []*entry) ([]byte, uint32, bool) {
 	size := walBatchHeader
 	for _, e := range entries {
 		size += e.size()
 	}
 	b := make([]byte, size)
-	return b, encodeWALBatchInto(b, sid, entries)
+	sum, all := encodeWALBatchInto(b, sid, entries)
+	return b, sum, all
 }
 
 // walBatchHeader is the length of a WAL batch's fields before its entries.
 const walBatchHeader = 4 + 16 + 4
 
-// encodeWALBatchInto is encodeWALBatch into p, of exactly the batch's
-// length (walBatchHeader and the entries' sizes).
-func encodeWALBatchInto(p []byte, sid id, entries []*entry) uint32 {
+// encodeWALBatchInto encodes entries as one WAL batch payload of session
+// sid into p, of exactly the batch's length (walBatchHeader and the
+// entries' sizes). It checks each entry's copy against the checksum Append
+// took as it copies, a block at a time while the block is in the CPU's
+// caches, and marks an entry whose copy matches checked: the tail then
+// serves and compacts it without reading it again. It returns the
+// payload's checksum, combined from the entries' checksums without
+// another pass, and whether that is the payload's, that is whether every
+// copy matched. One that does not (a caller that changed its buffer
+// before its append completed) stays unchecked: the caller checksums the
+// batch's bytes instead, and reads of that entry fail ErrCorrupt, of no
+// other.
+func encodeWALBatchInto(p []byte, sid id, entries []*entry) (uint32, bool) {
 	b := p[:0:len(p)]
 	b = append(b, walMagic[:]...)
 	b = append(b, sid[:]...)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(entries)))
 	crc := stream.Checksum(b)
+	all := true
 	for _, e := range entries {
 		mark := len(b)
 		b = append(b, e.claim[:]...)
@@ -124,7 +134,13 @@ func encodeWALBatchInto(p []byte, sid id, entries []*entry) uint32 {
 		b = appendProps(b, e.props)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(e.payload)))
 		crc = stream.UpdateChecksum(crc, b[mark:])
-		b = append(b, e.payload...)
+		mark = len(b)
+		b = b[:mark+len(e.payload)]
+		if copyChecksum(b[mark:], e.payload) == e.crc {
+			e.checked.Store(true)
+		} else {
+			all = false
+		}
 		crc = stream.CombineChecksum(crc, e.crc, len(e.payload))
 		mark = len(b)
 		b = binary.BigEndian.AppendUint32(b, e.crc)
@@ -132,6 +148,22 @@ func encodeWALBatchInto(p []byte, sid id, entries []*entry) uint32 {
 	}
 	if len(b) != len(p) || cap(b) != len(p) {
 		panic(fmt.Sprintf("wal: a WAL batch encoded to %d bytes, sized %d", len(b), len(p)))
+	}
+	return crc, all
+}
+
+// copyBlock is how much copyChecksum copies before it checksums: small
+// enough to be read again from the CPU's caches, not from memory.
+const copyBlock = 32 << 10
+
+// copyChecksum copies src into dst (as long) and returns the CRC-32C of
+// the copy.
+func copyChecksum(dst, src []byte) uint32 {
+	var crc uint32
+	for len(src) > 0 {
+		n := copy(dst, src[:min(len(src), copyBlock)])
+		crc = stream.UpdateChecksum(crc, dst[:n])
+		dst, src = dst[n:], src[n:]
 	}
 	return crc
 }

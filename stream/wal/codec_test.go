@@ -171,3 +171,44 @@ func TestFetchInsideRuns(t *testing.T) {
 	defer st.Close()
 	check(st, "V.data")
 }
+
+// TestEncodeWALBatchChecksCopies: encoding a WAL batch checks each entry's
+// copy, across copy blocks, against its checksum: matching entries are
+// marked checked and the combined checksum is the batch's; an entry whose
+// checksum does not match its bytes stays unchecked, the batch's checksum
+// is reported untrue, and the batch still decodes to every entry's bytes.
+func TestEncodeWALBatchChecksCopies(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3*copyBlock/16+5) // 3 blocks and a part
+	for _, tc := range []struct {
+		name string
+		bad  int // the entry whose checksum is wrong, or -1
+	}{{"all match", -1}, {"the big one is wrong", 1}, {"a small one is wrong", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			es := []*entry{testEntry(0, 1, "small", nil), testEntry(1, 3, string(big), map[string]string{"k": "v"}), testEntry(4, 1, "", nil)}
+			if tc.bad >= 0 {
+				es[tc.bad].crc ^= 1
+			}
+			p, sum, all := encodeWALBatch(id{7}, es)
+			if all != (tc.bad < 0) {
+				t.Fatalf("all copies checked: %v, want %v", all, tc.bad < 0)
+			}
+			if tc.bad < 0 && sum != stream.Checksum(p) {
+				t.Fatalf("combined checksum %08x, the batch's %08x", sum, stream.Checksum(p))
+			}
+			for i, e := range es {
+				if e.checked.Load() != (i != tc.bad) {
+					t.Fatalf("entry %d checked: %v, want %v", i, e.checked.Load(), i != tc.bad)
+				}
+			}
+			got, err := decodeWALBatch(id{7}, p)
+			if err != nil || len(got) != len(es) {
+				t.Fatalf("decode: %d entries, %v", len(got), err)
+			}
+			for i := range es {
+				if !bytes.Equal(got[i].payload, es[i].payload) || got[i].base != es[i].base {
+					t.Fatalf("entry %d: base %d, %d bytes; want base %d, %d bytes", i, got[i].base, len(got[i].payload), es[i].base, len(es[i].payload))
+				}
+			}
+		})
+	}
+}

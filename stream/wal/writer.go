@@ -212,21 +212,21 @@ func (w *writer) flushLocked() {
 	// a buffer of the batch's own that the base copies or writes.
 	total := walBatchHeader + size
 	fut, ok := w.base.AppendFill(context.Background(), b, total, func(p []byte) uint32 {
-		sum := encodeWALBatchInto(p, w.sid, entries)
+		sum, all := encodeWALBatchInto(p, w.sid, entries)
 		rebindPayloads(p, entries)
-		if !checkCopies(entries) {
+		if !all {
 			sum = stream.Checksum(p)
 		}
 		return sum
 	})
 	if !ok {
-		payload, sum := encodeWALBatch(w.sid, entries)
+		payload, sum, all := encodeWALBatch(w.sid, entries)
 		// The entries now alias the WAL batch, not the callers' buffers:
 		// the tails keep the batch for reads until compaction.
 		rebindPayloads(payload, entries)
 		b.Payload = payload
 		ctx := context.Background()
-		if checkCopies(entries) {
+		if all {
 			b.PayloadChecksum, b.PayloadChecksumSet = sum, true
 			ctx = checkedCtx
 		}
@@ -236,29 +236,9 @@ func (w *writer) flushLocked() {
 }
 
 // checkedCtx is the context of a WAL append whose supplied checksum is
-// its bytes' (checkCopies): a base store in this process (nfs.LogStore)
+// its bytes' (encodeWALBatchInto checked the copies): a base store in this process (nfs.LogStore)
 // then takes it without reading the batch again.
 var checkedCtx = trusted.WithChecksum(context.Background())
-
-// checkCopies checks each entry's payload, just copied into a WAL batch
-// and still in the CPU's caches, against the checksum Append took, and
-// marks it checked: the tail then serves and compacts it without reading
-// it again. It reports whether all match, that is whether the checksum
-// encodeWALBatch combined is the batch's. One that does not (a caller that
-// changed its buffer before its append completed) stays unchecked, and the
-// base store checksums the batch's bytes itself: reads of that entry fail
-// ErrCorrupt, of no other.
-func checkCopies(entries []*entry) bool {
-	all := true
-	for _, e := range entries {
-		if stream.Checksum(e.payload) == e.crc {
-			e.checked.Store(true)
-		} else {
-			all = false
-		}
-	}
-	return all
-}
 
 // rebindPayloads points each entry's payload at its copy inside the WAL
 // batch b (encoded by encodeWALBatch from those entries).
