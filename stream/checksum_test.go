@@ -1,7 +1,9 @@
 package stream_test
 
 import (
+	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stratastream/strata/stream"
@@ -47,6 +49,29 @@ func TestCombineChecksumLongShifts(t *testing.T) {
 		steps := stream.CombineChecksum(stream.CombineChecksum(crc, 0, n[0]), 0, n[1])
 		if whole != steps {
 			t.Fatalf("shift over %d+%d bytes: %08x at once, %08x in two steps", n[0], n[1], whole, steps)
+		}
+	}
+}
+
+// TestCopyChecksum: the copy is src's bytes and the checksum extends crc
+// with them, for lengths below, at and across copy blocks, into a longer
+// dst whose rest is left alone.
+func TestCopyChecksum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 7))
+	head := []byte("fields before the payload")
+	const block = 64 << 10 // CopyChecksum's copy block
+	for _, n := range []int{0, 1, block - 1, block, 3*block + 17} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(rng.Uint32())
+		}
+		dst := bytes.Repeat([]byte{0xee}, n+9)
+		got := stream.CopyChecksum(stream.Checksum(head), dst, src)
+		if want := stream.Checksum(append(slices.Clone(head), src...)); got != want {
+			t.Fatalf("%d bytes: checksum %08x, want %08x", n, got, want)
+		}
+		if !bytes.Equal(dst[:n], src) || !bytes.Equal(dst[n:], bytes.Repeat([]byte{0xee}, 9)) {
+			t.Fatalf("%d bytes: the copy differs from src or wrote past it", n)
 		}
 	}
 }

@@ -249,16 +249,13 @@ func batchEncodedLen(b stream.Batch) int {
 	return n
 }
 
-// copyBlock is how much payload encodeBatchBody copies before checksumming
-// it: small enough that the checksum reads the copy from the CPU cache.
-const copyBlock = 64 << 10
-
 // encodeBatchBody writes the encoding of b into e (len(e) ==
 // batchEncodedLen(b)) except its first 8 bytes (the base offset, assigned
 // at the cut) and its last 4 (the checksum, which covers the base), and
 // returns the CRC32C of the bytes in between (0 for batches below
 // combineMin, which sealChunk checksums whole). The payload is copied and
-// checksummed block by block, so it is read from memory once; when the
+// checksummed block by block (stream.CopyChecksum), so it is read from
+// memory once; when the
 // caller supplied its checksum (b.PayloadChecksumSet) it is only copied,
 // and the supplied checksum is combined with the fields before it. The
 // stored checksums then derive from the supplied one, so a wrong one makes
@@ -275,12 +272,7 @@ func encodeBatchBody(e []byte, b stream.Batch) uint32 {
 		copy(e[off:], b.Payload)
 		return stream.CombineChecksum(crc, b.PayloadChecksum, len(b.Payload))
 	}
-	for p := b.Payload; len(p) > 0; {
-		n := copy(e[off:], p[:min(len(p), copyBlock)])
-		crc = stream.UpdateChecksum(crc, e[off:off+n])
-		off, p = off+n, p[n:]
-	}
-	return crc
+	return stream.CopyChecksum(crc, e[off:], b.Payload)
 }
 
 // encodeBatchFill is encodeBatchBody for a batch of n payload bytes that

@@ -108,10 +108,11 @@ const walBatchHeader = 4 + 16 + 4
 
 // encodeWALBatchInto encodes entries as one WAL batch payload of session
 // sid into p, of exactly the batch's length (walBatchHeader and the
-// entries' sizes). It checks each entry's copy against the checksum Append
-// took as it copies, a block at a time while the block is in the CPU's
-// caches, and marks an entry whose copy matches checked: the tail then
-// serves and compacts it without reading it again. It returns the
+// entries' sizes), and points each entry's payload at its copy in p: the
+// tails keep the batch for reads until compaction. It checks each copy
+// against the checksum Append took as it copies (stream.CopyChecksum), and
+// marks an entry whose copy matches checked: the tail then serves and
+// compacts it without reading it again. It returns the
 // payload's checksum, combined from the entries' checksums without
 // another pass, and whether that is the payload's, that is whether every
 // copy matched. One that does not (a caller that changed its buffer
@@ -136,11 +137,12 @@ func encodeWALBatchInto(p []byte, sid id, entries []*entry) (uint32, bool) {
 		crc = stream.UpdateChecksum(crc, b[mark:])
 		mark = len(b)
 		b = b[:mark+len(e.payload)]
-		if copyChecksum(b[mark:], e.payload) == e.crc {
+		if stream.CopyChecksum(0, b[mark:], e.payload) == e.crc {
 			e.checked.Store(true)
 		} else {
 			all = false
 		}
+		e.payload = b[mark:len(b):len(b)]
 		crc = stream.CombineChecksum(crc, e.crc, len(e.payload))
 		mark = len(b)
 		b = binary.BigEndian.AppendUint32(b, e.crc)
@@ -150,22 +152,6 @@ func encodeWALBatchInto(p []byte, sid id, entries []*entry) (uint32, bool) {
 		panic(fmt.Sprintf("wal: a WAL batch encoded to %d bytes, sized %d", len(b), len(p)))
 	}
 	return crc, all
-}
-
-// copyBlock is how much copyChecksum copies before it checksums: small
-// enough to be read again from the CPU's caches, not from memory.
-const copyBlock = 32 << 10
-
-// copyChecksum copies src into dst (as long) and returns the CRC-32C of
-// the copy.
-func copyChecksum(dst, src []byte) uint32 {
-	var crc uint32
-	for len(src) > 0 {
-		n := copy(dst, src[:min(len(src), copyBlock)])
-		crc = stream.UpdateChecksum(crc, dst[:n])
-		dst, src = dst[n:], src[n:]
-	}
-	return crc
 }
 
 // errShort is the decoders' error for bytes that end too early.

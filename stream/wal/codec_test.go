@@ -178,7 +178,7 @@ func TestFetchInsideRuns(t *testing.T) {
 // checksum does not match its bytes stays unchecked, the batch's checksum
 // is reported untrue, and the batch still decodes to every entry's bytes.
 func TestEncodeWALBatchChecksCopies(t *testing.T) {
-	big := bytes.Repeat([]byte("0123456789abcdef"), 3*copyBlock/16+5) // 3 blocks and a part
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3<<16/16+5) // 3 copy blocks and a part
 	for _, tc := range []struct {
 		name string
 		bad  int // the entry whose checksum is wrong, or -1
@@ -196,6 +196,9 @@ func TestEncodeWALBatchChecksCopies(t *testing.T) {
 				t.Fatalf("combined checksum %08x, the batch's %08x", sum, stream.Checksum(p))
 			}
 			for i, e := range es {
+				if len(e.payload) > 0 && !aliases(p, e.payload) {
+					t.Fatalf("entry %d's payload does not point at its copy in the batch", i)
+				}
 				if e.checked.Load() != (i != tc.bad) {
 					t.Fatalf("entry %d checked: %v, want %v", i, e.checked.Load(), i != tc.bad)
 				}
@@ -211,4 +214,13 @@ func TestEncodeWALBatchChecksCopies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// aliases says whether q's first byte is one of p's: changing it changes p.
+func aliases(p, q []byte) bool {
+	before := bytes.Clone(p)
+	q[0] ^= 0xff
+	changed := !bytes.Equal(before, p)
+	q[0] ^= 0xff
+	return changed
 }

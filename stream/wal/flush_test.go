@@ -251,9 +251,12 @@ func TestLingerRunsFromTheLastCut(t *testing.T) {
 
 // suppliedBase records, for each WAL append, whether it came with a
 // supplied payload checksum, whether that is the checksum of its bytes,
-// and whether its context marked it trusted (internal/trusted).
+// and whether its context marked it trusted (internal/trusted). With fill
+// its WAL streams are Fillers (as nfs.LogStore's are): the checksum fill
+// returns is recorded as the append's supplied one.
 type suppliedBase struct {
 	stream.DriverStore
+	fill bool
 	mu   sync.Mutex
 	sums []string // "set" (right), "wrong" or "unset", "+trusted" if marked
 }
@@ -262,6 +265,9 @@ func (s *suppliedBase) Open(ctx context.Context, name string, o stream.OpenOptio
 	st, err := s.DriverStore.Open(ctx, name, o)
 	if err != nil || !strings.HasPrefix(name, DefaultPrefix+"/") {
 		return st, err
+	}
+	if s.fill {
+		return &fillingStream{suppliedStream{DriverStream: st, s: s}}, nil
 	}
 	return &suppliedStream{DriverStream: st, s: s}, nil
 }
@@ -288,6 +294,14 @@ func (st *suppliedStream) Append(ctx context.Context, b stream.Batch) *stream.Ap
 	return st.DriverStream.Append(ctx, b)
 }
 
+type fillingStream struct{ suppliedStream }
+
+func (st *fillingStream) AppendFill(ctx context.Context, b stream.Batch, n int, fill func([]byte) uint32) (*stream.AppendFuture, bool) {
+	b.Payload = make([]byte, n)
+	b.PayloadChecksum, b.PayloadChecksumSet = fill(b.Payload), true
+	return st.Append(ctx, b), true
+}
+
 // TestFlushChecksTheCopies: a WAL batch goes to the base with its checksum
 // supplied (combined from the entries', not read again) and marked trusted
 // (the base need not read it either), and the tails
@@ -296,12 +310,20 @@ func (st *suppliedStream) Append(ctx context.Context, b stream.Batch) *stream.Ap
 // contract forbids) gets ErrCorrupt on reads of its own batch, from the
 // writer and after a takeover, while the other stream's batch in the same
 // WAL batch reads back intact, and no WAL batch ever went out with a
-// supplied checksum that is not its own, or marked trusted without one.
+// supplied checksum that is not its own, or marked trusted without one;
+// into a base that builds the batch in its own buffer (stream.Filler), as
+// into one that copies it.
 func TestFlushChecksTheCopies(t *testing.T) {
+	for _, fill := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fill=%v", fill), func(t *testing.T) { testFlushChecksTheCopies(t, fill) })
+	}
+}
+
+func testFlushChecksTheCopies(t *testing.T, fill bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mem := memory.New(memory.Config{})
-	base := &suppliedBase{DriverStore: mem.Driver()}
+	base := &suppliedBase{DriverStore: mem.Driver(), fill: fill}
 	s, ws := walStore(t, base, Options{Linger: time.Second})
 	open := opener(ctx, t)
 	a, b := open(s, "a", 1), open(s, "b", 1)
@@ -340,12 +362,20 @@ func TestFlushChecksTheCopies(t *testing.T) {
 	base.mu.Lock()
 	sums := slices.Clone(base.sums)
 	base.mu.Unlock()
-	if len(sums) < 2 || sums[0] != "set+trusted" || !slices.Contains(sums, "unset") {
+	switch {
+	case fill:
+		// fill's checksum is taken unread: it must be the batch's, the
+		// one with the changed buffer too.
+		if len(sums) < 2 || slices.ContainsFunc(sums, func(v string) bool { return v != "set" }) {
+			t.Fatalf("WAL appends' checksums from fill: %v; want each the batch's", sums)
+		}
+	case len(sums) < 2 || sums[0] != "set+trusted" || !slices.Contains(sums, "unset"):
 		t.Fatalf("WAL appends' supplied checksums: %v; want the first supplied and trusted, the one with the changed buffer not", sums)
-	}
-	for _, v := range sums {
-		if v != "set+trusted" && v != "unset" {
-			t.Fatalf("WAL appends' supplied checksums: %v; want each supplied and trusted or neither", sums)
+	default:
+		for _, v := range sums {
+			if v != "set+trusted" && v != "unset" {
+				t.Fatalf("WAL appends' supplied checksums: %v; want each supplied and trusted or neither", sums)
+			}
 		}
 	}
 	t.Logf("WAL appends: %v", sums)

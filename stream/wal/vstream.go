@@ -153,11 +153,11 @@ func (h *vstream) markBroken(err error) {
 //
 // A checksum the caller supplied (PayloadChecksumSet; sharedlog derives it
 // from the Kafka CRC it checked) is taken unread: the copy into the WAL
-// batch is checked against it (encodeWALBatchInto). A wrong one is then treated
-// as a buffer the caller changed before its append completed: the batch is
-// stored, every read of it fails ErrCorrupt (the contract's second choice
-// for a wrong supplied checksum) and compaction of its stream stops there;
-// no other stream's batch is affected. Unsupplied, the payload is
+// batch is checked against it (encodeWALBatchInto). A wrong one is then
+// treated as a buffer the caller changed before its append completed: the
+// batch is stored, every read of it fails ErrCorrupt (the contract's
+// second choice for a wrong supplied checksum) and compaction of its
+// stream stops there; no other stream's batch is affected. Unsupplied, the payload is
 // checksummed here.
 func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
 	crc := b.PayloadChecksum

@@ -213,7 +213,6 @@ func (w *writer) flushLocked() {
 	total := walBatchHeader + size
 	fut, ok := w.base.AppendFill(context.Background(), b, total, func(p []byte) uint32 {
 		sum, all := encodeWALBatchInto(p, w.sid, entries)
-		rebindPayloads(p, entries)
 		if !all {
 			sum = stream.Checksum(p)
 		}
@@ -221,9 +220,6 @@ func (w *writer) flushLocked() {
 	})
 	if !ok {
 		payload, sum, all := encodeWALBatch(w.sid, entries)
-		// The entries now alias the WAL batch, not the callers' buffers:
-		// the tails keep the batch for reads until compaction.
-		rebindPayloads(payload, entries)
 		b.Payload = payload
 		ctx := context.Background()
 		if all {
@@ -236,24 +232,9 @@ func (w *writer) flushLocked() {
 }
 
 // checkedCtx is the context of a WAL append whose supplied checksum is
-// its bytes' (encodeWALBatchInto checked the copies): a base store in this process (nfs.LogStore)
-// then takes it without reading the batch again.
+// its bytes' (encodeWALBatchInto checked the copies): a base store in this
+// process (nfs.LogStore) then takes it without reading the batch again.
 var checkedCtx = trusted.WithChecksum(context.Background())
-
-// rebindPayloads points each entry's payload at its copy inside the WAL
-// batch b (encoded by encodeWALBatch from those entries).
-func rebindPayloads(b []byte, entries []*entry) {
-	pos := 4 + 16 + 4
-	for _, e := range entries {
-		pos += 16 + 8 + 4 + 8 + 2
-		for k, v := range e.props {
-			pos += 2 + len(k) + 4 + len(v)
-		}
-		pos += 4
-		e.payload = b[pos : pos+len(e.payload) : pos+len(e.payload)]
-		pos += len(e.payload) + 4
-	}
-}
 
 // acker completes WAL batches in order. After the first failure every
 // later batch fails too, even one the base acknowledges: offsets past a
