@@ -255,9 +255,9 @@ func batchEncodedLen(b stream.Batch) int {
 // returns the CRC32C of the bytes in between (0 for batches below
 // combineMin, which sealChunk checksums whole). The payload is copied and
 // checksummed block by block (stream.CopyChecksum), so it is read from
-// memory once; when the
-// caller supplied its checksum (b.PayloadChecksumSet) it is only copied,
-// and the supplied checksum is combined with the fields before it. The
+// memory once; when the caller supplied its checksum
+// (b.PayloadChecksumSet) it is only copied, and the supplied checksum is
+// combined with the fields before it. The
 // stored checksums then derive from the supplied one, so a wrong one makes
 // the chunk fail verification (decodeChunk, chunkCache.get): the batch is
 // never served.

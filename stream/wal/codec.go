@@ -112,10 +112,10 @@ const walBatchHeader = 4 + 16 + 4
 // tails keep the batch for reads until compaction. It checks each copy
 // against the checksum Append took as it copies (stream.CopyChecksum), and
 // marks an entry whose copy matches checked: the tail then serves and
-// compacts it without reading it again. It returns the
-// payload's checksum, combined from the entries' checksums without
-// another pass, and whether that is the payload's, that is whether every
-// copy matched. One that does not (a caller that changed its buffer
+// compacts it without reading it again. It returns the payload's
+// checksum, combined from the entries' checksums without another pass,
+// and whether that is the payload's, that is whether every copy
+// matched. One that does not (a caller that changed its buffer
 // before its append completed) stays unchecked: the caller checksums the
 // batch's bytes instead, and reads of that entry fail ErrCorrupt, of no
 // other.

@@ -157,8 +157,8 @@ func (h *vstream) markBroken(err error) {
 // treated as a buffer the caller changed before its append completed: the
 // batch is stored, every read of it fails ErrCorrupt (the contract's
 // second choice for a wrong supplied checksum) and compaction of its
-// stream stops there; no other stream's batch is affected. Unsupplied, the payload is
-// checksummed here.
+// stream stops there; no other stream's batch is affected. Unsupplied,
+// the payload is checksummed here.
 func (h *vstream) Append(ctx context.Context, b stream.Batch) *stream.AppendFuture {
 	crc := b.PayloadChecksum
 	if !b.PayloadChecksumSet {
